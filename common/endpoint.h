@@ -1,0 +1,47 @@
+// Endpoint: an IPv4 or IPv6 address and a port, as the protocols carry it.
+// A plain value type; any thread may use it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace imhash {
+
+struct Endpoint {
+  uint8_t family = 0;  // 4 or 6; 0 means "none"
+  uint16_t port = 0;
+  std::array<uint8_t, 16> addr{};  // IPv4 uses the first 4 bytes, the rest stay zero
+
+  static Endpoint v4(uint32_t host_order_addr, uint16_t port) {
+    Endpoint e;
+    e.family = 4;
+    e.port = port;
+    e.addr[0] = static_cast<uint8_t>(host_order_addr >> 24);
+    e.addr[1] = static_cast<uint8_t>(host_order_addr >> 16);
+    e.addr[2] = static_cast<uint8_t>(host_order_addr >> 8);
+    e.addr[3] = static_cast<uint8_t>(host_order_addr);
+    return e;
+  }
+  static Endpoint v6(const std::array<uint8_t, 16>& a, uint16_t port) {
+    Endpoint e;
+    e.family = 6;
+    e.port = port;
+    e.addr = a;
+    return e;
+  }
+  bool valid() const { return family == 4 || family == 6; }
+  // Bytes of address on the wire: 4 or 16.
+  size_t addr_len() const { return family == 6 ? 16 : 4; }
+  uint32_t v4_host_order() const {
+    return uint32_t{addr[0]} << 24 | uint32_t{addr[1]} << 16 | uint32_t{addr[2]} << 8 | addr[3];
+  }
+  // An IPv4 address seen through a dual-stack socket (::ffff:a.b.c.d) becomes family 4.
+  Endpoint unmapped() const;
+  // "1.2.3.4:80" or "[::1]:80".
+  std::string to_string() const;
+
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+};
+
+}  // namespace imhash

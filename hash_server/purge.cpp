@@ -1,0 +1,61 @@
+#include "hash_server/purge.h"
+
+namespace imhash {
+
+using frame::PurgeAction;
+using frame::PurgeState;
+
+bool Purge::start(PurgeAction kind, uint32_t age_seconds, const RecordStore& store) {
+  if (kind != PurgeAction::kNotOwned && kind != PurgeAction::kOlderThan &&
+      kind != PurgeAction::kAll) {
+    return false;
+  }
+  progress_ = {PurgeState::kRunning, kind, 0, store.capacity(), 0};
+  age_seconds_ = age_seconds;
+  cursor_ = 0;
+  generation_ = store.generation();
+  return true;
+}
+
+void Purge::cancel() {
+  if (running()) progress_.state = PurgeState::kCancelled;
+}
+
+bool Purge::doomed(uint64_t id, const RecordStore::Record& r, const Context& ctx) const {
+  switch (progress_.kind) {
+    case PurgeAction::kAll:
+      return true;
+    case PurgeAction::kOlderThan:
+      return ctx.now >= r.last_seen && ctx.now - r.last_seen >= age_seconds_;
+    case PurgeAction::kNotOwned:
+      if (ctx.router == nullptr) return false;
+      return ctx.self_index < 0 || ctx.router->owner(id) != static_cast<uint32_t>(ctx.self_index);
+    default:
+      return false;
+  }
+}
+
+size_t Purge::step(RecordStore& store, size_t batch_slots, const Context& ctx) {
+  if (!running()) return 0;
+  if (store.generation() != generation_) {
+    // The table grew and slots moved: scan the new table from the start. Records already judged
+    // are judged again, which is harmless; none is skipped.
+    generation_ = store.generation();
+    cursor_ = 0;
+    progress_.total = progress_.scanned + store.capacity();
+  }
+  const size_t before = cursor_;
+  const size_t deleted =
+      store.scan_erase(cursor_, batch_slots, [&](uint64_t id, const RecordStore::Record& r) {
+        return doomed(id, r, ctx);
+      });
+  progress_.scanned += cursor_ - before;
+  progress_.deleted += deleted;
+  if (cursor_ >= store.capacity()) {
+    progress_.state = PurgeState::kDone;
+    progress_.scanned = progress_.total;
+  }
+  return deleted;
+}
+
+}  // namespace imhash

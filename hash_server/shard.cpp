@@ -1,0 +1,238 @@
+#include "hash_server/shard.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cassert>
+#include <cstring>
+#include <ctime>
+
+#include "common/shard_map.h"
+
+namespace asio = boost::asio;
+
+namespace imhash {
+
+using namespace frame;
+
+namespace {
+
+// Slots a purge examines per turn of the event loop: about 50 µs of work, so requests queued
+// behind a purge step wait no longer than that.
+constexpr size_t kPurgeBatchSlots = 4096;
+// Receive buffer: room for one maximal frame plus a full read's worth of pipelined requests.
+constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
+
+uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
+
+}  // namespace
+
+Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name)
+    : index_(index),
+      shard_count_(shard_count),
+      server_name_(std::move(server_name)),
+      work_(ctx_.get_executor()) {}
+
+void Shard::start() {
+  thread_ = std::thread([this] { ctx_.run(); });
+}
+
+void Shard::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Shard::adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
+                  std::vector<uint8_t> leftover) {
+  asio::post(ctx_, [this, protocol, fd, leftover = std::move(leftover)]() mutable {
+    tcp::socket socket(ctx_, protocol, fd);
+    if (stopping_) return;  // the socket closes as it goes out of scope
+    asio::co_spawn(ctx_, serve(std::move(socket), std::move(leftover)), asio::detached);
+  });
+}
+
+void Shard::set_router(std::shared_ptr<const Router> router) {
+  asio::post(ctx_, [this, router = std::move(router)]() mutable {
+    router_ = std::move(router);
+    self_index_ = router_ ? router_->table().server_index(server_name_) : -1;
+  });
+}
+
+void Shard::stop() {
+  asio::post(ctx_, [this] {
+    stopping_ = true;
+    purge_.cancel();
+    boost::system::error_code ec;
+    // A pending read then completes with end-of-file; each connection writes what it owes and closes.
+    for (tcp::socket* s : connections_) s->shutdown(tcp::socket::shutdown_receive, ec);
+    work_.reset();
+  });
+}
+
+asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> in) {
+  assert(on_shard_thread());
+  connections_.insert(&socket);
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  size_t begin = 0, end = in.size();
+  in.resize(kReadBufferSize);
+  std::vector<uint8_t> out;
+  out.reserve(64 * 1024);
+  std::string peer;
+  if (auto ep = socket.remote_endpoint(ignored); !ignored) {
+    peer = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  for (;;) {
+    // Answer every complete frame in the buffer, then send all answers with one write.
+    now_ = unix_now();
+    bool broken = false;
+    while (begin < end) {
+      Header h;
+      std::span<const uint8_t> body;
+      size_t used = 0;
+      const DecodeStatus st = next_frame({in.data() + begin, end - begin}, h, body, used);
+      if (st == DecodeStatus::kNeedMore) break;
+      if (st != DecodeStatus::kOk || !handle(h, body, out)) {
+        ++counters_.bad_frames;
+        spdlog::warn("shard {}: closing connection from {}: {}", index_, peer,
+                     st != DecodeStatus::kOk ? to_string(st) : "malformed request body");
+        broken = true;
+        break;
+      }
+      begin += used;
+    }
+    if (!out.empty()) {
+      auto [ec, n] = co_await asio::async_write(socket, asio::buffer(out),
+                                                asio::as_tuple(asio::use_awaitable));
+      out.clear();
+      if (ec) break;
+    }
+    if (broken) break;
+    if (begin == end) {
+      begin = end = 0;
+    } else if (begin > 0) {
+      std::memmove(in.data(), in.data() + begin, end - begin);
+      end -= begin;
+      begin = 0;
+    }
+    auto [ec, n] = co_await socket.async_read_some(asio::buffer(in.data() + end, in.size() - end),
+                                                   asio::as_tuple(asio::use_awaitable));
+    if (ec) break;
+    end += n;
+  }
+  connections_.erase(&socket);
+  socket.close(ignored);
+}
+
+bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out) {
+  Request q;
+  if (decode_request(h, body, q) != DecodeStatus::kOk) return false;
+  Response r{.type = q.type, .correlation = q.correlation,
+             .table_version = router_ ? router_->version() : 0};
+
+  const bool keyed =
+      q.type == FrameType::kUpsert || q.type == FrameType::kGet || q.type == FrameType::kDelete;
+  if (keyed) {
+    if (shard_of(q.id, shard_count_) != index_) {
+      r.status = FrameStatus::kWrongShard;
+      append_response(r, out);
+      return true;
+    }
+    // MOVED only when our table is at least as new as the sender's: a sender with a newer table
+    // knows better than we do, and a fallback read (kFlagAnyOwner) asks us on purpose.
+    const bool fallback_read = q.type == FrameType::kGet && (q.flags & kFlagAnyOwner);
+    if (router_ && !fallback_read && router_->version() >= q.table_version &&
+        (self_index_ < 0 || router_->owner(q.id) != static_cast<uint32_t>(self_index_))) {
+      ++counters_.moved;
+      r.status = FrameStatus::kMoved;
+      append_response(r, out);
+      return true;
+    }
+  }
+
+  switch (q.type) {
+    case FrameType::kHello:
+      r.status = FrameStatus::kBadRequest;  // the connection is already bound
+      break;
+    case FrameType::kUpsert: {
+      ++counters_.upserts;
+      const uint32_t seen = now_ >= q.age_seconds ? now_ - q.age_seconds : 0;
+      if (q.flags & kFlagIfAbsent) {
+        store_.insert_if_absent(q.id, q.endpoint.unmapped(), seen);
+      } else {
+        store_.upsert(q.id, q.endpoint.unmapped(), seen);
+      }
+      break;
+    }
+    case FrameType::kGet: {
+      ++counters_.gets;
+      RecordStore::Record rec;
+      if (store_.get(q.id, rec)) {
+        r.endpoint = rec.endpoint;
+        r.age_seconds = now_ >= rec.last_seen ? now_ - rec.last_seen : 0;
+      } else {
+        r.status = FrameStatus::kNotFound;
+      }
+      break;
+    }
+    case FrameType::kDelete:
+      ++counters_.deletes;
+      if (!store_.erase(q.id)) r.status = FrameStatus::kNotFound;
+      break;
+    case FrameType::kStats:
+      fill_stats(r);
+      break;
+    case FrameType::kPurge:
+      handle_purge(q, r);
+      break;
+    case FrameType::kPing:
+      break;
+  }
+  append_response(r, out);
+  return true;
+}
+
+void Shard::handle_purge(const Request& q, Response& r) {
+  if (q.purge == PurgeAction::kCancel) {
+    purge_.cancel();
+  } else if (q.purge != PurgeAction::kStatus) {
+    purge_.start(q.purge, q.age_seconds, store_);
+    spdlog::info("shard {}: purge started ({} slots)", index_, purge_.progress().total);
+    schedule_purge_step();
+  }
+  r.purge = purge_.progress();
+}
+
+void Shard::schedule_purge_step() {
+  if (purge_scheduled_ || !purge_.running() || stopping_) return;
+  purge_scheduled_ = true;
+  // A posted step runs after the handlers already queued, so requests interleave with the purge.
+  asio::post(ctx_, [this] {
+    purge_scheduled_ = false;
+    now_ = unix_now();
+    counters_.purged += purge_.step(store_, kPurgeBatchSlots, purge_context());
+    if (!purge_.running()) {
+      spdlog::info("shard {}: purge finished, {} records deleted", index_,
+                   purge_.progress().deleted);
+    }
+    schedule_purge_step();
+  });
+}
+
+Purge::Context Shard::purge_context() const {
+  return Purge::Context{router_.get(), self_index_, now_};
+}
+
+void Shard::fill_stats(Response& r) const {
+  r.stat_count = kStatCount;
+  r.stats[kStatRecords] = store_.size();
+  r.stats[kStatMemoryBytes] = store_.memory_bytes();
+  r.stats[kStatUpserts] = counters_.upserts;
+  r.stats[kStatGets] = counters_.gets;
+  r.stats[kStatDeletes] = counters_.deletes;
+  r.stats[kStatMoved] = counters_.moved;
+  r.stats[kStatPurged] = counters_.purged;
+  r.stats[kStatConnections] = connections_.size();
+  r.stats[kStatBadFrames] = counters_.bad_frames;
+}
+
+}  // namespace imhash

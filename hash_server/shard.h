@@ -1,0 +1,80 @@
+// Shard: one thread of a hash server, with its own io_context, its records, its purge and the
+// connections bound to it by their handshake (DESIGN §2). Nothing on the data path is shared with
+// other shards: no mutex, no shared atomic counter.
+//
+// Thread rules: the constructor, start(), join() run on the main thread; adopt(), set_router() and
+// stop() may be called from any thread (they post to the shard); everything else runs on the
+// shard's own thread (checked with assert(on_shard_thread())).
+#pragma once
+
+#include <boost/asio.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "common/frame_protocol.h"
+#include "common/router.h"
+#include "hash_server/purge.h"
+#include "hash_server/record_store.h"
+
+namespace imhash {
+
+struct ShardCounters {
+  uint64_t upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0, bad_frames = 0;
+};
+
+class Shard {
+ public:
+  using tcp = boost::asio::ip::tcp;
+
+  Shard(uint32_t index, uint32_t shard_count, std::string server_name);
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  void start();
+  void join();
+
+  // Takes over a connection whose handshake the acceptor completed; `leftover` holds bytes the
+  // acceptor read past the handshake (a client may pipeline requests right behind its HELLO).
+  void adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
+             std::vector<uint8_t> leftover);
+  void set_router(std::shared_ptr<const Router> router);
+  // Stops reading from every connection, answers what was read, closes, and lets the thread end.
+  void stop();
+
+  uint32_t index() const { return index_; }
+
+ private:
+  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> in);
+  // Decodes and answers one request; returns false when the frame is malformed (close the link).
+  bool handle(const frame::Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out);
+  void handle_purge(const frame::Request& q, frame::Response& r);
+  void fill_stats(frame::Response& r) const;
+  void schedule_purge_step();
+  Purge::Context purge_context() const;
+  bool on_shard_thread() { return ctx_.get_executor().running_in_this_thread(); }
+
+  // Constant after construction.
+  const uint32_t index_;
+  const uint32_t shard_count_;
+  const std::string server_name_;
+
+  boost::asio::io_context ctx_{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread thread_;
+
+  // Owned by the shard thread.
+  RecordStore store_;
+  Purge purge_;
+  bool purge_scheduled_ = false;
+  std::shared_ptr<const Router> router_;
+  int self_index_ = -1;
+  uint32_t now_ = 0;  // Unix seconds, refreshed once per batch
+  ShardCounters counters_;
+  std::unordered_set<tcp::socket*> connections_;
+  bool stopping_ = false;
+};
+
+}  // namespace imhash

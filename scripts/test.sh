@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds imhash and runs its whole test suite through ctest (installing dependencies first).
+# Usage: scripts/test.sh [--sanitize | --fuzz] [extra ctest arguments]
+#   (none)      release build in build/, unit + integration + fuzz-corpus replay tests
+#   --sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/
+#   --fuzz      the libFuzzer targets built with clang, each run for IMHASH_FUZZ_SECONDS, in build-fuzz/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+mode="${1:-}"
+case "$mode" in
+  --sanitize)
+    shift
+    dir=build-asan
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON >/dev/null
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    ;;
+  --fuzz)
+    shift
+    dir=build-fuzz
+    CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DIMHASH_FUZZ_ONLY=ON -DIMHASH_FUZZ=ON -DIMHASH_FUZZ_SECONDS="${IMHASH_FUZZ_SECONDS:-20}" >/dev/null
+    ;;
+  *)
+    dir=build
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    ;;
+esac
+
+cmake --build "$dir" -j2
+cd "$dir"
+# Two at a time: the machines have two cores, and the integration tests start servers.
+ctest -j2 --output-on-failure "$@"

@@ -1,0 +1,113 @@
+#include "tests/integration/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace imhash::test {
+
+ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> args) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  const std::string name = path.substr(path.rfind('/') + 1);
+  const std::string log = name + ".stderr.log";
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (err >= 0) dup2(err, STDERR_FILENO);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(path.c_str()));
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  stdout_fd_ = out[0];
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) stop(SIGKILL);
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+std::string ChildProcess::read_line(std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto nl = buffered_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffered_.substr(0, nl);
+      buffered_.erase(0, nl + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw std::runtime_error("timed out waiting for output");
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) throw std::runtime_error("child closed its output (exited?)");
+    buffered_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::vector<std::string> ChildProcess::wait_listening(size_t count,
+                                                      std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> addresses;
+  const std::string prefix = "listening on ";
+  while (addresses.size() < count) {
+    const std::string line = read_line(deadline);
+    if (line.rfind(prefix, 0) == 0) addresses.push_back(line.substr(prefix.size()));
+  }
+  return addresses;
+}
+
+std::string ChildProcess::wait_for_line(const std::string& needle,
+                                        std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::string line = read_line(deadline);
+    if (line.find(needle) != std::string::npos) return line;
+  }
+}
+
+bool ChildProcess::running() {
+  if (pid_ <= 0 || exit_status_ >= 0) return false;
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == 0) return true;
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return false;
+}
+
+int ChildProcess::stop(int sig, std::chrono::milliseconds timeout) {
+  if (!running()) return exit_status_;
+  kill(pid_, sig);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      exit_status_ = 128 + SIGKILL;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return exit_status_;
+}
+
+uint16_t port_of(const std::string& address) {
+  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+}  // namespace imhash::test

@@ -1,0 +1,46 @@
+// ChildProcess: runs one of our binaries for an integration test, waits for its
+// "listening on ADDRESS" lines, and always kills it (SIGKILL if SIGTERM is not enough) when the
+// object dies, so a failing test never leaves a server behind. Used from the test's thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace imhash::test {
+
+class ChildProcess {
+ public:
+  // Starts `path` with `args`; stdout is captured, stderr goes to a log file named after the
+  // program in the test's working directory (kept for post-mortems).
+  ChildProcess(const std::string& path, std::vector<std::string> args);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Waits for `count` "listening on" lines; returns their addresses, or throws on exit/timeout.
+  std::vector<std::string> wait_listening(size_t count = 1,
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Reads stdout lines until one contains `needle` (or throws on timeout / exit).
+  std::string wait_for_line(const std::string& needle,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Sends `sig` and waits for the exit; returns the exit status (128+signal if killed).
+  int stop(int sig, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  bool running();
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string read_line(std::chrono::steady_clock::time_point deadline);
+
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffered_;
+  int exit_status_ = -1;
+};
+
+// "127.0.0.1:7000" -> port 7000.
+uint16_t port_of(const std::string& address);
+
+}  // namespace imhash::test

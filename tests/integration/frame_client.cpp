@@ -1,0 +1,92 @@
+#include "tests/integration/frame_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+namespace imhash::test {
+
+using namespace frame;
+
+FrameClient::FrameClient(uint16_t port, uint16_t shard, const std::string& name) {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd_);
+    throw std::runtime_error("connect failed");
+  }
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{10, 0};  // a test must never hang on a server that stopped answering
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  Request hello{.type = FrameType::kHello, .correlation = 0, .protocol_version = kProtocolVersion};
+  hello.shard = shard;
+  hello.name = name;
+  std::vector<uint8_t> out;
+  append_request(hello, out);
+  send_raw(out);
+  if (!read_one(hello_)) throw std::runtime_error("no HELLO reply");
+  if (hello_.r.status != FrameStatus::kOk) {
+    throw std::runtime_error(std::string("HELLO refused: ") + to_string(hello_.r.status));
+  }
+}
+
+FrameClient::~FrameClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void FrameClient::send_raw(const std::vector<uint8_t>& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) throw std::runtime_error("send failed");
+    off += static_cast<size_t>(n);
+  }
+}
+
+bool FrameClient::read_one(OwnedResponse& out) {
+  for (;;) {
+    Header h;
+    std::span<const uint8_t> body;
+    size_t used = 0;
+    const DecodeStatus st = next_frame(in_, h, body, used);
+    if (st == DecodeStatus::kOk) {
+      out.raw.assign(in_.begin(), in_.begin() + static_cast<ptrdiff_t>(used));
+      in_.erase(in_.begin(), in_.begin() + static_cast<ptrdiff_t>(used));
+      Header h2;
+      size_t used2 = 0;
+      next_frame(out.raw, h2, body, used2);
+      if (decode_response(h2, body, out.r) != DecodeStatus::kOk) {
+        throw std::runtime_error("malformed response");
+      }
+      return true;
+    }
+    if (st != DecodeStatus::kNeedMore) throw std::runtime_error("bad response frame");
+    uint8_t buf[65536];
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n == 0) return false;
+    if (n < 0) throw std::runtime_error("recv failed or timed out");
+    in_.insert(in_.end(), buf, buf + n);
+  }
+}
+
+std::vector<OwnedResponse> FrameClient::call(const std::vector<Request>& requests) {
+  std::vector<uint8_t> out;
+  for (const auto& q : requests) append_request(q, out);
+  send_raw(out);
+  std::vector<OwnedResponse> responses(requests.size());
+  for (auto& r : responses) {
+    if (!read_one(r)) throw std::runtime_error("connection closed mid-batch");
+  }
+  return responses;
+}
+
+}  // namespace imhash::test

@@ -1,0 +1,40 @@
+// FrameClient: a blocking TCP client of the login<->hash frame protocol, for integration tests.
+// Connects to 127.0.0.1:port, binds to one shard with HELLO, then sends batches of requests and
+// reads their responses. Used from one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/frame_protocol.h"
+
+namespace imhash::test {
+
+// A response whose string_view fields point into owned storage.
+struct OwnedResponse {
+  frame::Response r;
+  std::vector<uint8_t> raw;
+};
+
+class FrameClient {
+ public:
+  FrameClient(uint16_t port, uint16_t shard, const std::string& name = "test");
+  ~FrameClient();
+  FrameClient(const FrameClient&) = delete;
+  FrameClient& operator=(const FrameClient&) = delete;
+
+  const frame::Response& hello() const { return hello_.r; }
+  // Sends all requests with one write, then reads exactly that many responses.
+  std::vector<OwnedResponse> call(const std::vector<frame::Request>& requests);
+  void send_raw(const std::vector<uint8_t>& bytes);
+  // Reads one response; returns false when the server closed the connection.
+  bool read_one(OwnedResponse& out);
+
+ private:
+  int fd_ = -1;
+  std::vector<uint8_t> in_;
+  OwnedResponse hello_;
+};
+
+}  // namespace imhash::test
