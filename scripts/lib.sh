@@ -1,0 +1,49 @@
+# Shared helpers for the scripts: building, starting daemons on port 0 and reading their
+# "listening on" lines, and cleaning up whatever was started. Source it; don't run it.
+
+IMHASH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+IMHASH_BUILD="${IMHASH_BUILD:-$IMHASH_ROOT/build}"
+STARTED_PIDS=()
+
+build_release() {
+  "$IMHASH_ROOT/scripts/setup.sh" "$@"
+  cmake -S "$IMHASH_ROOT" -B "$IMHASH_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$IMHASH_BUILD" -j2 >/dev/null
+}
+
+# start_daemon NAME LOGDIR CMD... : starts CMD in the background with stdout to LOGDIR/NAME.out,
+# waits for its first "listening on" line and sets LISTEN_ADDR and DAEMON_PID.
+start_daemon() {
+  local name="$1" logdir="$2"
+  shift 2
+  "$@" >"$logdir/$name.out" 2>"$logdir/$name.log" &
+  DAEMON_PID=$!
+  STARTED_PIDS+=("$DAEMON_PID")
+  for _ in $(seq 1 200); do
+    LISTEN_ADDR=$(sed -n 's/^listening on //p' "$logdir/$name.out" | head -n 1)
+    [[ -n "$LISTEN_ADDR" ]] && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || { echo "$name exited early:" >&2; cat "$logdir/$name.log" >&2; return 1; }
+    sleep 0.05
+  done
+  echo "$name did not start listening within 10 s" >&2
+  return 1
+}
+
+stop_all() {
+  for pid in "${STARTED_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${STARTED_PIDS[@]}"; do
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  STARTED_PIDS=()
+}
+
+# A free TCP port on loopback, for programs that cannot take port 0 (redis-server).
+free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$(shuf -i 20000-60000 -n 1)
+    ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return 0; }
+  done
+  return 1
+}
