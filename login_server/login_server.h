@@ -1,0 +1,38 @@
+// LoginServer: the login server process: N workers sharing one UDP port through SO_REUSEPORT, the
+// routing table source, and signal handling (SIGTERM/SIGINT stop, SIGHUP re-reads the table file).
+//
+// Thread rules: construct and run() on the main thread.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "login_server/table_source.h"
+#include "login_server/worker.h"
+
+namespace imhash {
+
+struct LoginServerConfig {
+  std::string udp_host = "127.0.0.1";
+  uint16_t udp_port = 0;
+  uint32_t threads = 1;
+  std::string table_file;
+  WorkerSettings worker;
+};
+
+class LoginServer {
+ public:
+  explicit LoginServer(LoginServerConfig config);
+  // Binds, connects the links, prints "listening on ADDRESS", serves until SIGTERM/SIGINT.
+  void run();
+
+ private:
+  LoginServerConfig config_;
+  TableSource tables_;
+  boost::asio::io_context ctx_{1};
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace imhash

@@ -1,0 +1,61 @@
+// login_server: the stateless UDP gateway in front of the hash servers.
+#include <thread>
+
+#include "common/options.h"
+#include "login_server/login_server.h"
+
+namespace {
+
+int login_server_main(int argc, char** argv) {
+  using namespace imhash;
+  namespace po = boost::program_options;
+  Options opts("login_server", "the UDP gateway that routes client requests to the hash servers");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  opts.add()("udp", po::value<std::string>()->default_value("127.0.0.1:0"),
+             "HOST:PORT to receive client datagrams on ([::]:PORT for dual stack; port 0: pick one)")(
+      "table", po::value<std::string>(), "routing table file (JSON); SIGHUP re-reads it")(
+      "config", po::value<std::string>(), "config server HOST:PORT (not yet supported by this build)")(
+      "threads", po::value<uint32_t>()->default_value(cores), "worker threads (default: cores)")(
+      "timeout-ms", po::value<uint32_t>()->default_value(100),
+      "deadline of a request at a hash server; the client then gets TIMEOUT")(
+      "max-in-flight", po::value<uint32_t>()->default_value(4096),
+      "requests in flight per link (per worker, hash server and shard); beyond: UNAVAILABLE")(
+      "down-after", po::value<uint32_t>()->default_value(3),
+      "consecutive timeouts after which a link is marked down and probed")(
+      "name", po::value<std::string>()->default_value("login"), "this server's name (in handshakes)");
+  if (auto code = opts.parse(argc, argv)) return *code;
+
+  LoginServerConfig config;
+  const auto udp = parse_host_port(opts.get<std::string>("udp"), "--udp");
+  config.udp_host = udp.host;
+  config.udp_port = udp.port;
+  config.threads = opts.get<uint32_t>("threads");
+  if (config.threads == 0 || config.threads > 256) throw UsageError("--threads must be 1 to 256");
+  const uint32_t timeout = opts.get<uint32_t>("timeout-ms");
+  if (timeout == 0 || timeout > 60000) throw UsageError("--timeout-ms must be 1 to 60000");
+  auto& link = config.worker.link;
+  link.timeout = std::chrono::milliseconds(timeout);
+  link.connect_timeout = std::max(link.timeout, std::chrono::milliseconds(500));
+  link.max_in_flight = opts.get<uint32_t>("max-in-flight");
+  if (link.max_in_flight == 0 || link.max_in_flight > (1u << 20)) {
+    throw UsageError("--max-in-flight must be 1 to 1048576");
+  }
+  link.down_after_timeouts = std::max(1u, opts.get<uint32_t>("down-after"));
+  link.client_name = opts.get<std::string>("name");
+  config.worker.tick = std::clamp(link.timeout / 10, std::chrono::milliseconds(1),
+                                  std::chrono::milliseconds(20));
+  if (opts.has("config")) {
+    throw UsageError("--config: the config server link is not implemented yet; use --table");
+  }
+  if (!opts.has("table")) throw UsageError("--table FILE is required");
+  config.table_file = opts.get<std::string>("table");
+  LoginServer server(std::move(config));
+  server.run();
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return imhash::run_main("login_server", login_server_main, argc, argv);
+}

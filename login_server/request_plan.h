@@ -1,0 +1,55 @@
+// Turning a client datagram into what the login server must do with it, and a hash server's answer
+// into the client's reply (DESIGN §1). Pure: no sockets, no clock; any thread. The worker
+// (login_server/worker.h) supplies the datagram, its source and the current table version.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "common/client_protocol.h"
+#include "common/frame_protocol.h"
+
+namespace imhash {
+
+// Why a datagram got no reply at all; each is counted.
+enum class DropReason : uint8_t { kTooShort, kBadMagic, kCount };
+const char* to_string(DropReason r);
+
+// What the client asked for, kept while its request is in flight to a hash server.
+struct ClientAsk {
+  client::Op op = client::Op::kPing;
+  uint32_t request_id = 0;
+  uint64_t user_id = 0;
+  uint16_t request_size = 0;  // bytes of the request datagram: the reply must not exceed it
+  Endpoint endpoint{};        // LOGIN/HEARTBEAT: what is stored (the TLV, or the source address)
+};
+
+struct Plan {
+  enum Kind : uint8_t {
+    kDrop,     // no reply (see drop)
+    kReply,    // reply_size bytes are ready in the caller's reply buffer
+    kForward,  // send `frame_type` for `ask` to the owner of ask.user_id
+  };
+  Kind kind = kDrop;
+  DropReason drop = DropReason::kTooShort;
+  client::Status status = client::Status::kOk;  // kReply: the status replied (for counting)
+  size_t reply_size = 0;
+  frame::FrameType frame_type = frame::FrameType::kPing;
+  ClientAsk ask{};
+};
+
+// Decodes `datagram` and decides. `source` is the datagram's sender as seen by the server; it is
+// stored for LOGIN/HEARTBEAT without an ENDPOINT TLV (an IPv4-mapped source is stored as IPv4).
+// Replies (errors, PING) are encoded into `reply` (at least client::kMinDatagram bytes).
+Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uint64_t table_version,
+                  std::span<uint8_t> reply);
+
+// Encodes the client's reply to a hash server's response. Returns its size (never more than
+// ask.request_size) and sets `status` to the status replied.
+size_t reply_from_response(const ClientAsk& ask, const frame::Response& response,
+                           std::span<uint8_t> reply, client::Status& status);
+
+// Encodes a header-only reply with `status` (UNAVAILABLE, TIMEOUT, ...) for a request in flight.
+size_t reply_with_status(const ClientAsk& ask, client::Status status, std::span<uint8_t> reply);
+
+}  // namespace imhash

@@ -1,0 +1,99 @@
+// Worker: one login server thread (DESIGN §2, §5). It owns a SO_REUSEPORT UDP socket, its own
+// io_context, and links to every shard of every hash server; datagrams are received and replies
+// sent in batches (recvmmsg/sendmmsg), and the requests of one burst that go to one link leave in
+// one write. Nothing is shared with other workers on the data path except immutable tables.
+//
+// Thread rules: construct, start() and join() on the main thread; set_router() and stop() from any
+// thread (they post); everything else on the worker's thread.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <array>
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/router.h"
+#include "login_server/hash_link.h"
+#include "login_server/table_source.h"
+
+namespace imhash {
+
+struct WorkerCounters {
+  uint64_t received = 0;
+  uint64_t dropped[static_cast<size_t>(DropReason::kCount)] = {};
+  uint64_t replies_by_status[8] = {};
+  uint64_t forwarded = 0;
+  uint64_t moved_retries = 0;
+  uint64_t send_failures = 0;
+};
+
+struct WorkerSettings {
+  LinkSettings link;
+  std::chrono::milliseconds tick{10};
+};
+
+class Worker final : public LinkListener {
+ public:
+  Worker(uint32_t index, const WorkerSettings& settings, TableSource* tables);
+  ~Worker();
+
+  // Starts the thread serving `udp_fd` (a bound, non-blocking UDP socket; the worker owns it).
+  void start(int udp_fd, boost::asio::ip::udp protocol);
+  void join();
+  void set_router(std::shared_ptr<const Router> router);
+  // Stops taking datagrams, answers what is in flight (at most one timeout), closes links.
+  void stop();
+  // Posts `done()` once every link has made its first connection attempt.
+  void when_links_tried(std::function<void()> done);
+
+ private:
+  boost::asio::awaitable<void> receive_loop();
+  void handle_datagram(const uint8_t* data, size_t size, const ClientAddr& from, int64_t now);
+  void forward(InFlight request, int64_t now);
+  void install(std::shared_ptr<const Router> router);
+  void on_answer(InFlight& request, const frame::Response& response) override;
+  void on_failure(InFlight& request, client::Status status) override;
+  void after_link_io() override;
+  void reply(const ClientAddr& to, const uint8_t* data, size_t size, client::Status status);
+  void flush_replies();
+  void flush_links();
+  void schedule_tick();
+  uint32_t in_flight() const;
+  void check_links_tried();
+
+  const uint32_t index_;
+  const WorkerSettings& settings_;
+  TableSource* const tables_;  // may be null (tests)
+
+  boost::asio::io_context ctx_{1};
+  std::optional<boost::asio::ip::udp::socket> udp_;
+  boost::asio::steady_timer tick_timer_;
+  std::thread thread_;
+
+  // Owned by the worker thread.
+  std::shared_ptr<const Router> router_;
+  struct LinkGroup {
+    std::string key;  // name|address|shards: a changed server gets new links
+    std::vector<std::unique_ptr<HashLink>> shards;
+  };
+  std::vector<LinkGroup> groups_;  // indexed like router_->table().servers
+  std::vector<std::unique_ptr<HashLink>> retired_;  // closing; destroyed once finished()
+  std::vector<HashLink*> dirty_;  // links with queued frames
+  bool stopping_ = false;
+  std::function<void()> links_tried_;
+  WorkerCounters counters_;
+
+  // Batched replies, sent with sendmmsg.
+  static constexpr size_t kBatch = 64;
+  struct OutSlot {
+    ClientAddr to;
+    uint8_t data[client::kMinDatagram];
+    size_t size = 0;
+  };
+  std::array<OutSlot, kBatch> out_{};
+  size_t out_count_ = 0;
+};
+
+}  // namespace imhash

@@ -1,0 +1,100 @@
+// LoadDriver: runs one udp_sim load. It asks the UserModel for each next request, encodes it into
+// an in-flight slot, sends it at the pace the config asks for (open loop: on a fixed schedule;
+// closed loop: keeping the window full), batches sends and receives with sendmmsg/recvmmsg over
+// the non-blocking sockets, matches replies by request_id (checking the echoed user_id and op),
+// re-sends timed-out tries with the same request_id, and hands a progress line to the Reporter
+// every second.
+//
+// One thread, one poll loop: no locks, and no allocation per request once constructed. When the
+// duration is over (or `stop` is set, by a SIGINT/SIGTERM handler), it sends nothing new, waits at
+// most one more try timeout for the replies still due, and counts the rest as abandoned.
+//
+// Thread rules: construct and run() on one thread; `stop` may be set from a signal handler.
+#pragma once
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tools/udp_sim/in_flight.h"
+#include "tools/udp_sim/report.h"
+#include "tools/udp_sim/sim_config.h"
+#include "tools/udp_sim/stats.h"
+#include "tools/udp_sim/udp_sockets.h"
+#include "tools/udp_sim/user_model.h"
+
+namespace imhash::sim {
+
+class LoadDriver {
+ public:
+  LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserModel& model,
+             Reporter& reporter);
+
+  void run(const std::atomic<bool>& stop);
+
+  const Counters& counters() const { return counters_; }
+  const Latencies& latencies() const { return *latencies_; }
+  double elapsed_s() const { return elapsed_s_; }
+  bool interrupted() const { return interrupted_; }
+
+ private:
+  static constexpr uint32_t kBatch = 64;        // datagrams per sendmmsg / recvmmsg
+  static constexpr size_t kRecvBufSize = 2048;  // replies are <= 48 bytes; more is amplification
+
+  // A socket's datagrams waiting for the kernel (normally empty after every loop turn; it holds
+  // datagrams only while the socket's send buffer is full).
+  struct SendQueue {
+    struct Entry {
+      uint32_t slot;
+      uint32_t request_id;  // a stale entry (its request ended) is skipped
+    };
+    std::vector<Entry> ring;  // power-of-two size
+    size_t head = 0;
+    size_t tail = 0;
+    bool blocked = false;  // EAGAIN: wait for POLLOUT
+    size_t size() const { return tail - head; }
+  };
+
+  void issue(int64_t now);
+  bool encode(Slot& s);
+  void enqueue(uint32_t slot);
+  void flush(size_t sock);
+  void receive(size_t sock);
+  void on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t now);
+  void expire(int64_t now, bool draining);
+  void end_request(uint32_t slot, const client::Message* reply, bool abandoned);
+  int64_t wake_time(int64_t now, int64_t end, bool draining) const;
+
+  // Constant after construction.
+  const SimConfig& config_;
+  const UdpSockets& sockets_;
+  UserModel& model_;
+  Reporter& reporter_;
+  int64_t timeout_ns_;
+
+  InFlightTable table_;
+  Counters counters_;
+  std::unique_ptr<Latencies> latencies_;
+  std::vector<SendQueue> queues_;
+  std::vector<pollfd> pollfds_;
+
+  // Open loop: requests scheduled so far (sent or waiting for a slot).
+  uint64_t scheduled_ = 0;
+  int64_t start_ns_ = 0;
+  double elapsed_s_ = 0;
+  bool interrupted_ = false;
+
+  // sendmmsg / recvmmsg scratch.
+  std::vector<mmsghdr> tx_msgs_;
+  std::vector<iovec> tx_iov_;
+  std::vector<size_t> tx_next_;  // queue position after each batched entry
+  std::vector<mmsghdr> rx_msgs_;
+  std::vector<iovec> rx_iov_;
+  std::vector<uint8_t> rx_buf_;
+};
+
+}  // namespace imhash::sim

@@ -1,0 +1,61 @@
+// SimConfig: everything one udp_sim run is told on its command line, as plain values, and the
+// parsing of the --mix flag. Built once in main() and read-only afterwards (any thread may read).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace imhash::sim {
+
+// Relative weights of the steady-state operations, as in "heartbeat=50,lookup=45,logout=5".
+// A HEARTBEAT or LOGOUT drawn for a user who is not logged in becomes a LOGIN, so users who logged
+// out come back as part of the mix.
+struct Mix {
+  uint32_t login = 0;
+  uint32_t heartbeat = 50;
+  uint32_t lookup = 45;
+  uint32_t logout = 5;
+
+  uint32_t total() const { return login + heartbeat + lookup + logout; }
+  friend bool operator==(const Mix&, const Mix&) = default;
+};
+
+// Parses "name=weight,..." with names login, heartbeat, lookup, logout (each at most once; absent
+// ones weigh 0). Returns nullopt and sets `error` on bad input or when every weight is 0.
+std::optional<Mix> parse_mix(std::string_view text, std::string& error);
+std::string to_string(const Mix& mix);
+
+struct SimConfig {
+  std::string target;  // as given, "HOST:PORT"
+  std::string host;
+  uint16_t port = 0;
+
+  uint64_t users = 0;
+  uint64_t first_user = 1;  // user ids are first_user .. first_user + users - 1
+  double duration_s = 10;
+
+  // Exactly one of the two modes: open loop when rate > 0, else closed loop with `window`.
+  double rate = 0;        // requests per second, on a fixed schedule
+  uint32_t window = 64;  // requests in flight
+
+  Mix mix;
+  uint32_t timeout_ms = 200;  // per try
+  uint32_t retries = 3;       // re-sends of the same request (same request_id) after a timeout
+  uint32_t sockets = 8;
+  uint64_t seed = 0;
+  uint32_t ipv6_percent = 10;  // share of users whose synthetic endpoint is IPv6
+  bool observed = false;       // send no ENDPOINT: the server stores the datagram's source
+  bool verify = false;
+  bool json = false;
+  // Authentication (DESIGN §6) is not supported yet. When it is, a --token-file option adds a
+  // TokenSource here, and LoadDriver::encode() puts its TOKEN into LOGIN, HEARTBEAT and LOGOUT.
+
+  bool open_loop() const { return rate > 0; }
+  // Slots the in-flight table needs: the window, or for open loop what the rate can put in flight
+  // while every try of a request times out (with room to spare), within [64, 2^20].
+  uint32_t in_flight_capacity() const;
+};
+
+}  // namespace imhash::sim

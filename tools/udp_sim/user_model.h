@@ -1,0 +1,133 @@
+// UserModel: the simulated users — who they are, which endpoint each registers, whether each is
+// logged in — the choice of the next request (first one LOGIN per user, then the --mix), and the
+// --verify bookkeeping that judges what the server answers against that state.
+//
+// Verification rules. A user's state is kUnknown until its LOGIN or LOGOUT is answered, and again
+// after one of its own requests fails or goes unanswered (the server may or may not have applied
+// it). A user has at most one of its own requests (LOGIN, HEARTBEAT, LOGOUT) in flight: it is then
+// "busy", and its version counter moves when that request is sent and when it completes. A LOOKUP
+// is judged only if its target was idle with a known state when the LOOKUP was sent, and is still
+// idle at the same version when the reply comes, so nothing the server might apply in between can
+// change the right answer. Then a logged-in target must come back OK with exactly its endpoint and
+// a logged-out one NOT_FOUND; other statuses (UNAVAILABLE, TIMEOUT, ...) are errors, not verdicts.
+// With --verify an OK to LOGIN or HEARTBEAT must also echo the endpoint the user registered.
+// Known limit: a try delayed inside the server past the client's timeout and applied after a later
+// request of the same user would be reported as a failure; a server that answers or drops within
+// its own deadline (DESIGN §5, 100 ms < the default 200 ms try) never does that.
+//
+// No allocation after construction. Not thread-safe: the driver's thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/client_protocol.h"
+#include "common/endpoint.h"
+#include "tools/udp_sim/rng.h"
+#include "tools/udp_sim/sim_config.h"
+
+namespace imhash::sim {
+
+enum class UserState : uint8_t { kUnknown, kLoggedOut, kLoggedIn };
+
+// The endpoint user `id` registers unless --observed: IPv4 10.a.b.c with a.b.c the low 24 bits of
+// the id (distinct for 2^24 consecutive ids), or for `ipv6_percent` % of the ids 2001:db8::ID; the
+// port is a hash of the id in 1024..65535.
+Endpoint synthetic_endpoint(uint64_t id, uint32_t ipv6_percent);
+
+// What the model remembers about one request between its send and its end; the driver keeps it in
+// the request's in-flight slot.
+struct RequestTag {
+  uint32_t user = 0;  // index in the population: user id = first_user + user
+  client::Op op = client::Op::kLookup;
+  bool judge = false;    // LOOKUP: the target was idle with a known state when sent
+  uint32_t version = 0;  // LOOKUP: the target's version when sent
+};
+
+struct VerifyFailure {
+  uint64_t user_id = 0;
+  client::Op op = client::Op::kLookup;
+  std::optional<Endpoint> expected;  // nullopt: expected NOT_FOUND (logged out)
+  client::Status status = client::Status::kOk;
+  std::optional<Endpoint> got;  // the ENDPOINT in the reply, if any
+
+  std::string expected_text() const;  // "10.0.0.7:4242" or "NOT_FOUND"
+  std::string got_text() const;       // "10.0.0.8:4242", "NOT_FOUND", "OK without ENDPOINT"
+  std::string describe() const;       // "user 7 LOOKUP: expected ..., got ..."
+};
+
+struct VerifyCounts {
+  uint64_t verified_ok = 0;    // judged LOOKUPs answered right
+  uint64_t verify_failed = 0;  // judged LOOKUPs answered wrong + wrong LOGIN/HEARTBEAT echoes
+  uint64_t unjudged = 0;       // LOOKUPs that could not be judged (see above)
+  uint64_t echo_checked = 0;   // LOGIN/HEARTBEAT OK replies whose echo was checked
+};
+
+class UserModel {
+ public:
+  static constexpr size_t kMaxFailures = 10;  // failures kept for the report
+
+  struct Config {
+    uint64_t first_user = 1;
+    uint32_t users = 1;
+    Mix mix;
+    uint32_t ipv6_percent = 0;
+    uint32_t sockets = 1;  // a user sends all of its requests from socket `user % sockets`
+    // --observed: the local address of each socket, which the server must store for the users
+    // of that socket. Empty: users send their synthetic_endpoint().
+    std::vector<Endpoint> observed;
+    bool verify = false;
+    uint64_t seed = 1;
+  };
+
+  explicit UserModel(Config config);
+
+  uint32_t size() const { return static_cast<uint32_t>(users_.size()); }
+  uint64_t id_of(uint32_t user) const { return config_.first_user + user; }
+  uint32_t socket_of(uint32_t user) const { return user % config_.sockets; }
+  // The ENDPOINT a LOGIN or HEARTBEAT of `user` carries; nullopt with --observed.
+  std::optional<Endpoint> endpoint_to_send(uint32_t user) const;
+  // What the server must store for `user`.
+  Endpoint registered_endpoint(uint32_t user) const;
+
+  // The next request: one LOGIN per user in id order, then draws from the mix. A HEARTBEAT or
+  // LOGOUT drawn for a user who is not logged in becomes a LOGIN; a LOGIN, HEARTBEAT or LOGOUT
+  // whose drawn users are all busy becomes a LOOKUP. Marks a sender busy.
+  RequestTag next();
+  bool starting() const { return next_login_ < users_.size(); }
+
+  // A request ended: `reply` is its decoded, matching response, or nullptr when no reply came.
+  void complete(const RequestTag& tag, const client::Message* reply);
+
+  UserState state(uint32_t user) const { return users_[user].state; }
+  bool busy(uint32_t user) const { return users_[user].busy; }
+  const VerifyCounts& verify_counts() const { return counts_; }
+  const std::vector<VerifyFailure>& failures() const { return failures_; }
+
+ private:
+  struct User {
+    uint32_t version = 0;
+    UserState state = UserState::kUnknown;
+    bool busy = false;
+  };
+
+  RequestTag start_own(uint32_t user, client::Op op);
+  RequestTag lookup(uint32_t user);
+  void judge_lookup(const RequestTag& tag, const client::Message* reply);
+  void fail(uint32_t user, client::Op op, std::optional<Endpoint> expected,
+            const client::Message& reply);
+
+  // Constant after construction.
+  Config config_;
+  uint64_t mix_total_ = 0;
+
+  std::vector<User> users_;
+  uint32_t next_login_ = 0;
+  Rng rng_;
+  VerifyCounts counts_;
+  std::vector<VerifyFailure> failures_;  // reserved for kMaxFailures
+};
+
+}  // namespace imhash::sim
