@@ -266,8 +266,8 @@ void append_response(const Response& s, std::vector<uint8_t>& out) {
         a.u32(s.age_seconds);
         break;
       case FrameType::kStats:
-        a.u8(s.stat_count);
-        for (uint8_t i = 0; i < s.stat_count; ++i) a.u64(s.stats[i]);
+        a.u8(std::min<uint8_t>(s.stat_count, kStatCount));
+        for (uint8_t i = 0; i < std::min<uint8_t>(s.stat_count, kStatCount); ++i) a.u64(s.stats[i]);
         break;
       case FrameType::kPurge:
         a.u8(static_cast<uint8_t>(s.purge.state));

@@ -42,9 +42,9 @@ enum class FrameStatus : uint8_t {
   kOk = 0,
   kNotFound = 1,
   kMoved = 2,        // the server has a newer table under which it does not own the id
-  kBadRequest = 3,   // well-framed but invalid (the connection stays open)
+  kBadRequest = 3,   // a HELLO on a bound connection, or a handshake that is not a HELLO
   kWrongShard = 4,   // the id does not belong to the shard this connection is bound to
-  kUnsupported = 5,  // protocol version or purge kind the server does not speak
+  kUnsupported = 5,  // handshake: a protocol version the server does not speak
 };
 
 // Request flags.

@@ -784,4 +784,6 @@ std::string format_id_range(uint64_t lo, uint64_t hi) {
   return std::to_string(lo) + "-" + std::to_string(hi);
 }
 
+bool is_valid_server_name(std::string_view name) { return valid_name(name); }
+
 }  // namespace imhash

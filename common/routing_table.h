@@ -114,6 +114,9 @@ TableResult add_server(const Table& table, ServerInfo server);
 // (in table order, starting one further along for each range, so the load spreads).
 TableResult remove_server(const Table& table, std::string_view name);
 
+// A server name: 1..kMaxServerNameLength characters of A-Z a-z 0-9 . _ -
+bool is_valid_server_name(std::string_view name);
+
 // Initial ranges for range mode: the id space split evenly over the servers, in table order
 // (weights are not used). Empty if there are no servers.
 std::vector<IdRange> even_ranges(const std::vector<ServerInfo>& servers);

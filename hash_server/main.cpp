@@ -1,4 +1,6 @@
 // hash_server: keeps id -> (endpoint, last seen) records in memory, one shard per thread.
+#include <spdlog/spdlog.h>
+
 #include <thread>
 
 #include "common/options.h"
@@ -32,8 +34,9 @@ int hash_server_main(int argc, char** argv) {
   if (config.shards == 0 || config.shards > 1024) {
     throw UsageError("--shards must be between 1 and 1024");
   }
-  if (config.name.empty() || config.name.size() > 255) {
-    throw UsageError("--name must be 1 to 255 characters");
+  if (!is_valid_server_name(config.name)) {
+    throw UsageError("--name '" + config.name +
+                     "': a server name is 1 to 64 characters of A-Z a-z 0-9 . _ -");
   }
   if (opts.has("config")) {
     throw UsageError("--config: the config server link is not implemented yet; use --table");
@@ -41,6 +44,16 @@ int hash_server_main(int argc, char** argv) {
   if (opts.has("table")) {
     auto loaded = load_table_file(opts.get<std::string>("table"));
     if (!loaded.table) throw ConfigError(loaded.error);
+    const ServerInfo* self = loaded.table->find_server(config.name);
+    if (self && self->shards != config.shards) {
+      throw ConfigError("the table gives " + config.name + " " + std::to_string(self->shards) +
+                        " shards but --shards is " + std::to_string(config.shards) +
+                        ": login servers would send ids to the wrong shard");
+    }
+    if (!self) {
+      spdlog::warn("{} is not in the table (version {}): it owns no ids and answers MOVED",
+                   config.name, loaded.table->version);
+    }
     config.router = Router::compile(std::move(*loaded.table));
   }
   HashServer server(std::move(config));

@@ -8,7 +8,7 @@ namespace imhash::sim {
 
 InFlightTable::InFlightTable(uint32_t capacity) {
   capacity = std::clamp<uint32_t>(capacity, 1, kMaxCapacity);
-  slot_bits_ = std::max(1, std::bit_width(capacity - 1));
+  slot_bits_ = std::max<uint32_t>(1, static_cast<uint32_t>(std::bit_width(capacity - 1)));
   slot_mask_ = (1u << slot_bits_) - 1;
   slots_.resize(capacity);
   links_.resize(capacity);
@@ -48,8 +48,14 @@ uint32_t InFlightTable::find(uint32_t request_id) const {
 void InFlightTable::disarm(uint32_t slot) {
   Links& l = links_[slot];
   if (!l.armed) return;
-  if (l.prev != kNone) links_[l.prev].next = l.next; else head_ = l.next;
-  if (l.next != kNone) links_[l.next].prev = l.prev; else tail_ = l.prev;
+  if (l.prev != kNone)
+    links_[l.prev].next = l.next;
+  else
+    head_ = l.next;
+  if (l.next != kNone)
+    links_[l.next].prev = l.prev;
+  else
+    tail_ = l.prev;
   l.prev = l.next = kNone;
   l.armed = false;
 }
@@ -62,7 +68,10 @@ void InFlightTable::arm(uint32_t slot, int64_t deadline_ns) {
   l.armed = true;
   l.prev = tail_;
   l.next = kNone;
-  if (tail_ != kNone) links_[tail_].next = slot; else head_ = slot;
+  if (tail_ != kNone)
+    links_[tail_].next = slot;
+  else
+    head_ = slot;
   tail_ = slot;
 }
 

@@ -19,7 +19,7 @@ namespace imhash::sim {
 
 class LatencyHistogram {
  public:
-  static constexpr unsigned kSubBits = 8;             // values < 2^kSubBits are exact
+  static constexpr unsigned kSubBits = 8;                // values < 2^kSubBits are exact
   static constexpr uint64_t kSubCount = 1u << kSubBits;  // 256
   static constexpr uint64_t kHalf = kSubCount / 2;       // buckets per power of two above
   static constexpr unsigned kMaxShift = 32;
@@ -67,7 +67,9 @@ class LatencyHistogram {
   uint64_t count() const { return count_; }
   uint64_t min() const { return count_ ? min_ : 0; }
   uint64_t max() const { return max_; }
-  double mean() const { return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0; }
+  double mean() const {
+    return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0;
+  }
 
   // The value below or at which `pct` percent (0..100) of the recorded values lie; 0 when empty.
   uint64_t percentile(double pct) const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tools/udp_sim/in_flight.h"
+#include "tools/udp_sim/pacer.h"
 #include "tools/udp_sim/report.h"
 #include "tools/udp_sim/sim_config.h"
 #include "tools/udp_sim/stats.h"
@@ -67,7 +68,7 @@ class LoadDriver {
   void on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t now);
   void expire(int64_t now, bool draining);
   void end_request(uint32_t slot, const client::Message* reply, bool abandoned);
-  int64_t wake_time(int64_t now, int64_t end, bool draining) const;
+  int64_t wake_time(int64_t now, bool draining) const;
 
   // Constant after construction.
   const SimConfig& config_;
@@ -82,15 +83,19 @@ class LoadDriver {
   std::vector<SendQueue> queues_;
   std::vector<pollfd> pollfds_;
 
-  // Open loop: requests scheduled so far (sent or waiting for a slot).
-  uint64_t scheduled_ = 0;
+  OpenLoopSchedule schedule_{1, 0};
+  uint64_t scheduled_ = 0;  // open loop: requests given a slot so far
   int64_t start_ns_ = 0;
+  int64_t end_ns_ = 0;        // no new request from here on
+  int64_t drain_end_ns_ = 0;  // while draining: give up on the rest from here on
+  int64_t next_tick_ns_ = 0;  // next progress line
   double elapsed_s_ = 0;
   bool interrupted_ = false;
 
   // sendmmsg / recvmmsg scratch.
   std::vector<mmsghdr> tx_msgs_;
   std::vector<iovec> tx_iov_;
+  std::vector<uint32_t> tx_slot_;
   std::vector<size_t> tx_next_;  // queue position after each batched entry
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;

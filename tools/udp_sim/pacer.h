@@ -1,4 +1,5 @@
-// Pacing arithmetic for the two load modes, kept apart from the sockets so a unit test can check it.
+// Pacing arithmetic for the two load modes, kept apart from the sockets so a unit test can check
+// it.
 //
 // Open loop (--rate R): request k (k = 0, 1, ...) is due at start + k/R whatever the replies do,
 // and its latency is measured from that due time, not from when it actually left: a simulator

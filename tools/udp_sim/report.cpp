@@ -24,9 +24,8 @@ bool protocol_violations(const Counters& c) {
 constexpr Status status_at(size_t i) { return static_cast<Status>(i); }
 
 boost::json::object latency_json(const LatencyHistogram& h) {
-  return {{"count", h.count()},   {"min", h.min()},
-          {"mean", h.mean()},     {"p50", h.percentile(50)},
-          {"p90", h.percentile(90)}, {"p99", h.percentile(99)},
+  return {{"count", h.count()},         {"min", h.min()},          {"mean", h.mean()},
+          {"p50", h.percentile(50)},    {"p90", h.percentile(90)}, {"p99", h.percentile(99)},
           {"p999", h.percentile(99.9)}, {"max", h.max()}};
 }
 
@@ -68,17 +67,18 @@ std::string progress_line(double elapsed_s, double interval_s, const Counters& n
                           uint32_t in_flight, bool verify, const VerifyCounts& v) {
   const double dt = interval_s > 1e-9 ? interval_s : 1e-9;
   auto rate = [dt](uint64_t a, uint64_t b) { return static_cast<double>(a - b) / dt; };
-  std::string line = format(
-      "[%6.1fs] sent %.0f/s done %.0f/s p50 %" PRIu64 "us p99 %" PRIu64 "us p999 %" PRIu64
-      "us in_flight %u",
-      elapsed_s, rate(now.requests() + now.retries(), before.requests() + before.retries()),
-      rate(now.replies(), before.replies()), interval.percentile(50), interval.percentile(99),
-      interval.percentile(99.9), in_flight);
+  std::string line =
+      format("[%6.1fs] sent %.0f/s done %.0f/s p50 %" PRIu64 "us p99 %" PRIu64 "us p999 %" PRIu64
+             "us in_flight %u",
+             elapsed_s, rate(now.requests() + now.retries(), before.requests() + before.retries()),
+             rate(now.replies(), before.replies()), interval.percentile(50),
+             interval.percentile(99), interval.percentile(99.9), in_flight);
   // The usual suspects always, the rarer statuses when they occur.
   for (size_t i = 1; i < kStatusCount; ++i) {
     const Status s = status_at(i);
     const uint64_t n = now.status(s) - before.status(s);
-    const bool always = s == Status::kNotFound || s == Status::kTimeout || s == Status::kUnavailable;
+    const bool always =
+        s == Status::kNotFound || s == Status::kTimeout || s == Status::kUnavailable;
     if (always || n > 0) line += " " + std::string(client::to_string(s)) + "=" + u64(n);
   }
   line += " no_reply=" + u64(now.no_reply() - before.no_reply());
@@ -95,11 +95,10 @@ std::string progress_line(double elapsed_s, double interval_s, const Counters& n
   return line;
 }
 
-void Reporter::progress(double elapsed_s, const Counters& c, const VerifyCounts& v,
-                        Latencies& lat, uint32_t in_flight) {
-  const std::string line =
-      progress_line(elapsed_s, elapsed_s - last_elapsed_, c, last_, lat.interval, in_flight,
-                    verify_, v);
+void Reporter::progress(double elapsed_s, const Counters& c, const VerifyCounts& v, Latencies& lat,
+                        uint32_t in_flight) {
+  const std::string line = progress_line(elapsed_s, elapsed_s - last_elapsed_, c, last_,
+                                         lat.interval, in_flight, verify_, v);
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
   lat.fold_interval();
@@ -119,8 +118,8 @@ std::string summary_text(const RunSummary& s) {
   out += format("  elapsed %.2f s%s; requests %" PRIu64 ", replies %" PRIu64
                 " (%.0f/s), retries %" PRIu64 ", no_reply %" PRIu64 ", abandoned %" PRIu64,
                 s.elapsed_s, s.interrupted ? " (interrupted)" : "", c.requests(), c.replies(),
-                s.elapsed_s > 0 ? static_cast<double>(c.replies()) / s.elapsed_s : 0.0,
-                c.retries(), c.no_reply(), c.abandoned());
+                s.elapsed_s > 0 ? static_cast<double>(c.replies()) / s.elapsed_s : 0.0, c.retries(),
+                c.no_reply(), c.abandoned());
   if (c.unsent > 0) out += ", unsent " + u64(c.unsent) + " (fell behind the rate)";
   out += "\n";
   out += format("  %-10s %10s %8s %10s %8s %9s %8s %8s %8s  %s\n", "op", "requests", "retries",
@@ -142,8 +141,8 @@ std::string summary_text(const RunSummary& s) {
   const LatencyHistogram& t = s.latencies.total;
   out += format("  latency_us: min %" PRIu64 " p50 %" PRIu64 " p90 %" PRIu64 " p99 %" PRIu64
                 " p999 %" PRIu64 " max %" PRIu64 " mean %.1f\n",
-                t.min(), t.percentile(50), t.percentile(90), t.percentile(99),
-                t.percentile(99.9), t.max(), t.mean());
+                t.min(), t.percentile(50), t.percentile(90), t.percentile(99), t.percentile(99.9),
+                t.max(), t.mean());
   out += format("  unmatched replies: late %" PRIu64 ", mismatched %" PRIu64 ", malformed %" PRIu64
                 ", amplified %" PRIu64 "; refused %" PRIu64 ", send_errors %" PRIu64
                 ", recv_errors %" PRIu64 "\n",
@@ -195,10 +194,13 @@ boost::json::object summary_json(const RunSummary& s) {
   boost::json::object ops;
   for (size_t i = 0; i < kOpCount; ++i) {
     const OpCounters& oc = c.ops[i];
-    ops[client::to_string(kOps[i])] = {
-        {"requests", oc.requests}, {"retries", oc.retries},     {"replies", oc.replies()},
-        {"no_reply", oc.no_reply}, {"abandoned", oc.abandoned}, {"status", status_json(oc.status)},
-        {"latency_us", latency_json(s.latencies.per_op[i])}};
+    ops[client::to_string(kOps[i])] = {{"requests", oc.requests},
+                                       {"retries", oc.retries},
+                                       {"replies", oc.replies()},
+                                       {"no_reply", oc.no_reply},
+                                       {"abandoned", oc.abandoned},
+                                       {"status", status_json(oc.status)},
+                                       {"latency_us", latency_json(s.latencies.per_op[i])}};
   }
   o["ops"] = std::move(ops);
   o["latency_us"] = latency_json(s.latencies.total);

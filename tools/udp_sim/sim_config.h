@@ -37,7 +37,7 @@ struct SimConfig {
   double duration_s = 10;
 
   // Exactly one of the two modes: open loop when rate > 0, else closed loop with `window`.
-  double rate = 0;        // requests per second, on a fixed schedule
+  double rate = 0;       // requests per second, on a fixed schedule
   uint32_t window = 64;  // requests in flight
 
   Mix mix;

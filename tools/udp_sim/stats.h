@@ -13,8 +13,8 @@ namespace imhash::sim {
 
 // The operations udp_sim sends, indexed 0..3 (PING is not part of a load).
 inline constexpr size_t kOpCount = 4;
-inline constexpr std::array<client::Op, kOpCount> kOps = {client::Op::kLogin, client::Op::kHeartbeat,
-                                                          client::Op::kLookup, client::Op::kLogout};
+inline constexpr std::array<client::Op, kOpCount> kOps = {
+    client::Op::kLogin, client::Op::kHeartbeat, client::Op::kLookup, client::Op::kLogout};
 inline constexpr size_t op_index(client::Op op) { return static_cast<size_t>(op) - 1; }
 
 inline constexpr size_t kStatusCount = 8;  // 0 OK .. 7 UNSUPPORTED_VERSION
@@ -25,8 +25,8 @@ struct OpCounters {
   uint64_t requests = 0;  // distinct requests sent (first tries)
   uint64_t retries = 0;   // re-sends of a request, same request_id, after a try timed out
   std::array<uint64_t, kStatusCount> status{};  // answered requests, by status
-  uint64_t no_reply = 0;   // every try timed out
-  uint64_t abandoned = 0;  // still unanswered when the run ended
+  uint64_t no_reply = 0;                        // every try timed out
+  uint64_t abandoned = 0;                       // still unanswered when the run ended
 
   uint64_t replies() const {
     uint64_t n = 0;
@@ -71,8 +71,8 @@ struct Counters {
 // Latency of answered requests, from the scheduled send time (open loop) or the first send
 // (closed loop) to the reply, retries included.
 struct Latencies {
-  LatencyHistogram total;                            // whole run, up to the last progress line
-  LatencyHistogram interval;                         // since the last progress line
+  LatencyHistogram total;                           // whole run, up to the last progress line
+  LatencyHistogram interval;                        // since the last progress line
   std::array<LatencyHistogram, kOpCount> per_op{};  // whole run
 
   void record(client::Op op, uint64_t us) {

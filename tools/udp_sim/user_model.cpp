@@ -56,7 +56,7 @@ RequestTag UserModel::start_own(uint32_t user, Op op) {
   return RequestTag{.user = user, .op = op};
 }
 
-RequestTag UserModel::lookup(uint32_t user) {
+RequestTag UserModel::start_lookup(uint32_t user) {
   const User& u = users_[user];
   return RequestTag{.user = user,
                     .op = Op::kLookup,
@@ -73,7 +73,7 @@ RequestTag UserModel::next() {
   uint64_t r = rng_.below(mix_total_ ? mix_total_ : 1);
   const Mix& m = config_.mix;
   if (r >= m.login + m.heartbeat && r < m.login + m.heartbeat + m.lookup) {
-    return lookup(static_cast<uint32_t>(rng_.below(n)));
+    return start_lookup(static_cast<uint32_t>(rng_.below(n)));
   }
   // A few draws for an idle user; a busy population (fewer users than the window) gets lookups.
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -85,7 +85,7 @@ RequestTag UserModel::next() {
     if (r < m.login + m.heartbeat) return start_own(user, in ? Op::kHeartbeat : Op::kLogin);
     return start_own(user, in ? Op::kLogout : Op::kLogin);
   }
-  return lookup(static_cast<uint32_t>(rng_.below(n)));
+  return start_lookup(static_cast<uint32_t>(rng_.below(n)));
 }
 
 void UserModel::fail(uint32_t user, Op op, std::optional<Endpoint> expected,

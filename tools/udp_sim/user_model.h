@@ -98,6 +98,12 @@ class UserModel {
   RequestTag next();
   bool starting() const { return next_login_ < users_.size(); }
 
+  // What next() uses, public so tests can build exact sequences. start_own: `user` sends its own
+  // `op` (LOGIN, HEARTBEAT or LOGOUT); precondition: the user is not busy. start_lookup: a LOOKUP
+  // of `user`.
+  RequestTag start_own(uint32_t user, client::Op op);
+  RequestTag start_lookup(uint32_t user);
+
   // A request ended: `reply` is its decoded, matching response, or nullptr when no reply came.
   void complete(const RequestTag& tag, const client::Message* reply);
 
@@ -113,8 +119,6 @@ class UserModel {
     bool busy = false;
   };
 
-  RequestTag start_own(uint32_t user, client::Op op);
-  RequestTag lookup(uint32_t user);
   void judge_lookup(const RequestTag& tag, const client::Message* reply);
   void fail(uint32_t user, client::Op op, std::optional<Endpoint> expected,
             const client::Message& reply);

@@ -1,0 +1,309 @@
+#include "tools/udp_sim/load_driver.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace imhash::sim {
+
+using client::Op;
+
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr uint32_t kMaxIssuePerTurn = 4096;  // keeps receiving while a huge window fills
+constexpr int64_t kMaxWaitNs = 50'000'000;   // a lost wake-up costs at most this
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * kSecond + ts.tv_nsec;
+}
+
+bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+
+}  // namespace
+
+LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserModel& model,
+                       Reporter& reporter)
+    : config_(config),
+      sockets_(sockets),
+      model_(model),
+      reporter_(reporter),
+      timeout_ns_(int64_t{config.timeout_ms} * 1'000'000),
+      table_(config.in_flight_capacity()),
+      latencies_(std::make_unique<Latencies>()),
+      queues_(sockets.size()),
+      pollfds_(sockets.size()) {
+  const size_t queue_size = std::bit_ceil(std::clamp<size_t>(table_.capacity(), kBatch, 1 << 16));
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    queues_[i].ring.resize(queue_size);
+    pollfds_[i] = pollfd{sockets.fd(i), POLLIN, 0};
+  }
+  tx_msgs_.resize(kBatch);
+  tx_iov_.resize(kBatch);
+  tx_slot_.resize(kBatch);
+  tx_next_.resize(kBatch);
+  rx_msgs_.resize(kBatch);
+  rx_iov_.resize(kBatch);
+  rx_buf_.resize(kBatch * kRecvBufSize);
+  for (uint32_t i = 0; i < kBatch; ++i) {
+    rx_iov_[i] = iovec{rx_buf_.data() + i * kRecvBufSize, kRecvBufSize};
+    rx_msgs_[i] = mmsghdr{};
+    rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+    rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+}
+
+void LoadDriver::run(const std::atomic<bool>& stop) {
+  start_ns_ = now_ns();
+  end_ns_ = start_ns_ + std::llround(config_.duration_s * 1e9);
+  next_tick_ns_ = start_ns_ + kSecond;
+  if (config_.open_loop()) schedule_ = OpenLoopSchedule(config_.rate, start_ns_);
+  bool draining = false;
+
+  for (;;) {
+    const int64_t now = now_ns();
+    if (!draining && (now >= end_ns_ || stop.load(std::memory_order_relaxed))) {
+      draining = true;
+      interrupted_ = now < end_ns_;
+      drain_end_ns_ = now + timeout_ns_;
+      if (config_.open_loop()) {
+        const uint64_t due = schedule_.due_by(std::min(now, end_ns_ - 1));
+        if (due > scheduled_) counters_.unsent += due - scheduled_;
+      }
+    }
+    if (draining && (table_.size() == 0 || now >= drain_end_ns_)) break;
+
+    expire(now, draining);
+    if (!draining) issue(now);
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      if (queues_[i].size() > 0 && !queues_[i].blocked) flush(i);
+    }
+    if (now >= next_tick_ns_) {
+      reporter_.progress(static_cast<double>(now - start_ns_) / 1e9, counters_,
+                         model_.verify_counts(), *latencies_, table_.size());
+      while (next_tick_ns_ <= now) next_tick_ns_ += kSecond;
+    }
+
+    const int64_t wait = std::clamp<int64_t>(wake_time(now, draining) - now, 0, kMaxWaitNs);
+    for (size_t i = 0; i < pollfds_.size(); ++i) {
+      pollfds_[i].events = static_cast<short>(POLLIN | (queues_[i].blocked ? POLLOUT : 0));
+      pollfds_[i].revents = 0;
+    }
+    const timespec ts{static_cast<time_t>(wait / kSecond), static_cast<long>(wait % kSecond)};
+    if (ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr) <= 0) continue;
+    for (size_t i = 0; i < pollfds_.size(); ++i) {
+      const short ev = pollfds_[i].revents;
+      if (ev & (POLLIN | POLLERR)) receive(i);
+      if (ev & POLLOUT) {
+        queues_[i].blocked = false;
+        flush(i);
+      }
+    }
+  }
+
+  for (uint32_t slot = 0; slot < table_.capacity(); ++slot) {
+    if (table_.in_use(slot)) end_request(slot, nullptr, /*abandoned=*/true);
+  }
+  elapsed_s_ = static_cast<double>(now_ns() - start_ns_) / 1e9;
+  latencies_->fold_interval();
+}
+
+int64_t LoadDriver::wake_time(int64_t now, bool draining) const {
+  int64_t t = std::min({table_.next_deadline(), next_tick_ns_, draining ? drain_end_ns_ : end_ns_});
+  if (!draining) {
+    if (config_.open_loop()) {
+      if (!table_.full()) t = std::min(t, schedule_.due_at(scheduled_));
+    } else if (table_.size() < config_.window) {
+      t = now;  // the window is not full yet (a huge window fills over several turns)
+    }
+  }
+  return t;
+}
+
+void LoadDriver::issue(int64_t now) {
+  uint64_t quota = 0;
+  if (config_.open_loop()) {
+    const uint64_t due = schedule_.due_by(now);
+    quota = std::min<uint64_t>(due - scheduled_, table_.capacity() - table_.size());
+  } else {
+    quota = closed_loop_quota(config_.window, table_.size());
+  }
+  quota = std::min<uint64_t>(quota, kMaxIssuePerTurn);
+  for (uint64_t i = 0; i < quota; ++i) {
+    const uint32_t slot = table_.acquire();
+    Slot& s = table_[slot];
+    s.tag = model_.next();
+    s.start_ns = config_.open_loop() ? schedule_.due_at(scheduled_++) : now;
+    s.socket = static_cast<uint16_t>(model_.socket_of(s.tag.user));
+    if (!encode(s)) {  // cannot happen with the endpoints the model makes; never loop on it
+      ++counters_.send_errors;
+      model_.complete(s.tag, nullptr);
+      table_.release(slot);
+      continue;
+    }
+    s.tries = 1;
+    ++counters_.ops[op_index(s.tag.op)].requests;
+    enqueue(slot);
+    table_.arm(slot, now + timeout_ns_);
+  }
+}
+
+bool LoadDriver::encode(Slot& s) {
+  client::Message m;
+  m.op = s.tag.op;
+  m.request_id = s.request_id;
+  m.user_id = model_.id_of(s.tag.user);
+  if (m.op == Op::kLogin || m.op == Op::kHeartbeat)
+    m.endpoint = model_.endpoint_to_send(s.tag.user);
+  // Authentication (DESIGN §6): a TOKEN for m.user_id goes into LOGIN, HEARTBEAT and LOGOUT here,
+  // once udp_sim takes a --token-file.
+  s.len = static_cast<uint8_t>(client::encode_request(m, s.bytes));
+  return s.len != 0;
+}
+
+void LoadDriver::enqueue(uint32_t slot) {
+  Slot& s = table_[slot];
+  SendQueue& q = queues_[s.socket];
+  if (q.size() == q.ring.size()) {
+    ++counters_.send_errors;  // not sent: this try times out and the next one goes
+    return;
+  }
+  q.ring[q.tail++ & (q.ring.size() - 1)] = SendQueue::Entry{slot, s.request_id};
+  s.queued = true;
+}
+
+void LoadDriver::flush(size_t sock) {
+  SendQueue& q = queues_[sock];
+  const size_t mask = q.ring.size() - 1;
+  for (int guard = 0; q.size() > 0 && guard < 256; ++guard) {
+    uint32_t n = 0;
+    size_t pos = q.head;
+    while (n < kBatch && pos != q.tail) {
+      const SendQueue::Entry e = q.ring[pos++ & mask];
+      if (!table_.in_use(e.slot)) continue;
+      Slot& s = table_[e.slot];
+      if (s.request_id != e.request_id || !s.queued) continue;  // ended or re-queued since
+      tx_iov_[n] = iovec{s.bytes.data(), s.len};
+      tx_msgs_[n] = mmsghdr{};
+      tx_msgs_[n].msg_hdr.msg_iov = &tx_iov_[n];
+      tx_msgs_[n].msg_hdr.msg_iovlen = 1;
+      tx_slot_[n] = e.slot;
+      tx_next_[n] = pos;
+      ++n;
+    }
+    if (n == 0) {
+      q.head = pos;
+      continue;
+    }
+    const int r = sendmmsg(sockets_.fd(sock), tx_msgs_.data(), n, MSG_DONTWAIT);
+    if (r < 0) {
+      const int e = errno;
+      if (would_block(e)) {
+        q.blocked = true;
+        return;
+      }
+      if (e == EINTR) continue;
+      if (e == ECONNREFUSED) {  // an ICMP error for an earlier datagram; nothing was sent
+        ++counters_.refused;
+        continue;
+      }
+      ++counters_.send_errors;  // drop the first; its try times out and is sent again
+      table_[tx_slot_[0]].queued = false;
+      q.head = tx_next_[0];
+      continue;
+    }
+    for (int i = 0; i < r; ++i) table_[tx_slot_[i]].queued = false;
+    if (r > 0) q.head = tx_next_[r - 1];
+  }
+  if (q.size() == 0) q.head = q.tail = 0;
+}
+
+void LoadDriver::receive(size_t sock) {
+  for (int round = 0; round < 16; ++round) {
+    const int r = recvmmsg(sockets_.fd(sock), rx_msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
+    if (r < 0) {
+      const int e = errno;
+      if (would_block(e)) return;
+      if (e == EINTR) continue;
+      if (e == ECONNREFUSED) {
+        ++counters_.refused;
+        continue;
+      }
+      ++counters_.recv_errors;
+      return;
+    }
+    const int64_t now = now_ns();
+    for (int i = 0; i < r; ++i) {
+      const mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];
+      on_datagram(rx_buf_.data() + static_cast<size_t>(i) * kRecvBufSize, m.msg_len,
+                  (m.msg_hdr.msg_flags & MSG_TRUNC) != 0, now);
+    }
+    if (static_cast<uint32_t>(r) < kBatch) return;
+  }
+}
+
+void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t now) {
+  if (truncated) {  // larger than the receive buffer, so far larger than any request
+    ++counters_.malformed_replies;
+    ++counters_.amplified_replies;
+    return;
+  }
+  const client::Decoded d = client::decode_response({data, len});
+  const uint32_t slot = d.header_valid ? table_.find(d.header.request_id) : InFlightTable::kNone;
+  const size_t request_len = slot != InFlightTable::kNone ? table_[slot].len : client::kMinDatagram;
+  if (len > request_len) ++counters_.amplified_replies;
+  if (d.error != client::DecodeError::kOk) {
+    ++counters_.malformed_replies;
+    return;
+  }
+  const client::Message& m = d.msg;
+  if (slot == InFlightTable::kNone) {
+    ++counters_.late_replies;
+    return;
+  }
+  Slot& s = table_[slot];
+  if (m.user_id != model_.id_of(s.tag.user) || m.op != s.tag.op) {
+    ++counters_.mismatched_replies;  // the request stays in flight: its own answer may still come
+    return;
+  }
+  if (!client::has_required_tlvs(m)) ++counters_.malformed_replies;  // still its answer
+  latencies_->record(m.op, static_cast<uint64_t>(std::max<int64_t>(0, now - s.start_ns)) / 1000);
+  end_request(slot, &m, false);
+}
+
+void LoadDriver::expire(int64_t now, bool draining) {
+  for (uint32_t slot; (slot = table_.pop_expired(now)) != InFlightTable::kNone;) {
+    Slot& s = table_[slot];
+    if (s.tries > config_.retries) {
+      end_request(slot, nullptr, /*abandoned=*/false);
+    } else if (draining) {
+      end_request(slot, nullptr, /*abandoned=*/true);
+    } else {
+      ++s.tries;
+      ++counters_.ops[op_index(s.tag.op)].retries;
+      if (!s.queued) enqueue(slot);
+      table_.arm(slot, now + timeout_ns_);
+    }
+  }
+}
+
+void LoadDriver::end_request(uint32_t slot, const client::Message* reply, bool abandoned) {
+  Slot& s = table_[slot];
+  OpCounters& oc = counters_.ops[op_index(s.tag.op)];
+  if (reply != nullptr) {
+    ++oc.status[static_cast<size_t>(reply->status)];
+  } else if (abandoned) {
+    ++oc.abandoned;
+  } else {
+    ++oc.no_reply;
+  }
+  model_.complete(s.tag, reply);
+  table_.release(slot);
+}
+
+}  // namespace imhash::sim

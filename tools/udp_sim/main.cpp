@@ -1,0 +1,187 @@
+// udp_sim: the UDP client simulator imhash is load-tested with (DESIGN §7). Options glue only: the
+// work is in LoadDriver (sockets, pacing, retries), UserModel (users, verification) and report.h
+// (output, the JSON fields and the exit status).
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/json/serialize.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "common/options.h"
+#include "tools/udp_sim/load_driver.h"
+#include "tools/udp_sim/report.h"
+#include "tools/udp_sim/sim_config.h"
+#include "tools/udp_sim/udp_sockets.h"
+#include "tools/udp_sim/user_model.h"
+
+namespace po = boost::program_options;
+using namespace imhash;
+using namespace imhash::sim;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);  // so the signal handler may set it
+
+extern "C" void on_signal(int) { g_stop.store(true); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: ppoll returns EINTR and the loop sees the flag at once
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+constexpr const char* kSummary =
+    "UDP client simulator: many users logging in, heartbeating, looking each other up and logging\n"
+    "out against a login server, open loop (--rate) or closed loop (--window, the default).\n"
+    "Each user first sends LOGIN, then the --mix runs until --duration is over. A progress line\n"
+    "every second, then a summary (--json: one JSON object on stdout, progress on stderr; fields\n"
+    "listed in tools/udp_sim/report.h: requests, replies, retries_sent, no_reply, abandoned,\n"
+    "status{...}, ops{LOGIN,HEARTBEAT,LOOKUP,LOGOUT: {requests, replies, status, latency_us}},\n"
+    "latency_us{p50,p99,p999,...}, late/mismatched/malformed/amplified_replies,\n"
+    "verify{result, verified_ok, verify_failed, unjudged, failures[]}, exit_code).\n"
+    "Exit status: 0 ok; 1 --verify found a wrong answer or the server sent amplified, mismatched\n"
+    "or malformed replies; 2 --verify could not judge a single LOOKUP; 69 no reply at all;\n"
+    "64 bad command line.";
+
+SimConfig read_config(const Options& opts) {
+  SimConfig c;
+  c.target = opts.get<std::string>("target");
+  const HostPort hp = parse_host_port(c.target, "--target");
+  if (hp.port == 0) throw UsageError("--target: port 0 is not a server's port");
+  c.host = hp.host;
+  c.port = hp.port;
+
+  c.users = opts.get<uint64_t>("users");
+  if (c.users == 0 || c.users > UINT32_MAX) {
+    throw UsageError("--users must be between 1 and " + std::to_string(UINT32_MAX));
+  }
+  c.first_user = opts.get<uint64_t>("first-user");
+  if (c.first_user > UINT64_MAX - (c.users - 1)) {
+    throw UsageError("--first-user + --users runs past the largest user id");
+  }
+  c.duration_s = opts.get<double>("duration");
+  if (!(c.duration_s > 0 && c.duration_s <= 1e6)) {
+    throw UsageError("--duration must be between 0 and 1000000 seconds");
+  }
+  if (opts.has("rate") && opts.has("window")) {
+    throw UsageError("--rate (open loop) and --window (closed loop) exclude each other");
+  }
+  if (opts.has("rate")) {
+    c.rate = opts.get<double>("rate");
+    if (!(c.rate > 0 && c.rate <= 1e8)) throw UsageError("--rate must be between 0 and 1e8");
+  }
+  c.window = opts.get<uint32_t>("window");
+  if (c.window == 0 || c.window > InFlightTable::kMaxCapacity) {
+    throw UsageError("--window must be between 1 and " +
+                     std::to_string(InFlightTable::kMaxCapacity));
+  }
+  std::string error;
+  const auto mix = parse_mix(opts.get<std::string>("mix"), error);
+  if (!mix) throw UsageError("--mix: " + error);
+  c.mix = *mix;
+  c.timeout_ms = opts.get<uint32_t>("timeout-ms");
+  if (c.timeout_ms == 0 || c.timeout_ms > 60'000) {
+    throw UsageError("--timeout-ms must be between 1 and 60000");
+  }
+  c.retries = opts.get<uint32_t>("retries");
+  if (c.retries > 100) throw UsageError("--retries must be at most 100");
+  c.sockets = opts.get<uint32_t>("sockets");
+  if (c.sockets == 0 || c.sockets > 1024) throw UsageError("--sockets must be between 1 and 1024");
+  c.ipv6_percent = opts.get<uint32_t>("ipv6-percent");
+  if (c.ipv6_percent > 100) throw UsageError("--ipv6-percent must be at most 100");
+  c.seed =
+      opts.has("seed")
+          ? opts.get<uint64_t>("seed")
+          : std::random_device{}() ^
+                static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  c.observed = opts.get<bool>("observed");
+  c.verify = opts.get<bool>("verify");
+  c.json = opts.get<bool>("json");
+  return c;
+}
+
+int sim_main(int argc, char** argv) {
+  Options opts("udp_sim", kSummary);
+  opts.add()("target", po::value<std::string>()->required(), "login server HOST:PORT (UDP)")(
+      "users", po::value<uint64_t>()->required(), "simulated users")(
+      "duration", po::value<double>()->default_value(10),
+      "seconds of load (the run always ends by itself)")(
+      "rate", po::value<double>(), "open loop: requests per second on a fixed schedule")(
+      "window", po::value<uint32_t>()->default_value(64),
+      "closed loop (the default): requests kept in flight")(
+      "mix", po::value<std::string>()->default_value("heartbeat=50,lookup=45,logout=5"),
+      "weights of the steady-state operations: login, heartbeat, lookup, logout")(
+      "timeout-ms", po::value<uint32_t>()->default_value(200), "milliseconds per try")(
+      "retries", po::value<uint32_t>()->default_value(3),
+      "re-sends of a timed-out request (same request_id)")(
+      "sockets", po::value<uint32_t>()->default_value(8),
+      "UDP source sockets (a SO_REUSEPORT server spreads them over its threads)")(
+      "seed", po::value<uint64_t>(), "random seed (default: a new one, printed in the summary)")(
+      "first-user", po::value<uint64_t>()->default_value(1),
+      "first user id (several simulators side by side take disjoint ranges)")(
+      "ipv6-percent", po::value<uint32_t>()->default_value(10),
+      "share of users registering an IPv6 endpoint (2001:db8::ID; others 10.x.y.z)")(
+      "observed", po::bool_switch(),
+      "send no ENDPOINT: the server stores the source address; --verify expects the socket's "
+      "own address (so no NAT in between)")(
+      "verify", po::bool_switch(),
+      "check every answer against the users' known state; exit 1 on a wrong one")(
+      "json", po::bool_switch(), "final summary as one JSON object on stdout");
+  if (auto code = opts.parse(argc, argv)) return *code;
+  const SimConfig config = read_config(opts);
+
+  const UdpSockets sockets(config.host, config.port, config.sockets);
+  UserModel model(UserModel::Config{
+      .first_user = config.first_user,
+      .users = static_cast<uint32_t>(config.users),
+      .mix = config.mix,
+      .ipv6_percent = config.ipv6_percent,
+      .sockets = config.sockets,
+      .observed = config.observed ? sockets.locals() : std::vector<Endpoint>{},
+      .verify = config.verify,
+      .seed = config.seed,
+  });
+  spdlog::info("{} users against {}, {} for {} s, seed {}", config.users,
+               sockets.target().to_string(),
+               config.open_loop() ? "rate " + std::to_string(config.rate) + "/s"
+                                  : "window " + std::to_string(config.window),
+               config.duration_s, config.seed);
+
+  install_signal_handlers();
+  Reporter reporter(config.verify, config.json ? stderr : stdout);
+  LoadDriver driver(config, sockets, model, reporter);
+  driver.run(g_stop);
+
+  const RunSummary summary{.config = config,
+                           .target = sockets.target().to_string(),
+                           .counters = driver.counters(),
+                           .latencies = driver.latencies(),
+                           .verify = model.verify_counts(),
+                           .failures = model.failures(),
+                           .elapsed_s = driver.elapsed_s(),
+                           .interrupted = driver.interrupted()};
+  if (config.json) {
+    std::printf("%s\n", boost::json::serialize(summary_json(summary)).c_str());
+  } else {
+    std::fputs(summary_text(summary).c_str(), stdout);
+  }
+  std::fflush(stdout);
+  const int code = exit_code_for(config.verify, driver.counters(), model.verify_counts());
+  if (code == kExitUnavailable) {
+    spdlog::error("no reply from {} to {} requests ({} ICMP port-unreachable)", summary.target,
+                  driver.counters().requests(), driver.counters().refused);
+  }
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_main("udp_sim", sim_main, argc, argv); }
