@@ -58,8 +58,14 @@ void HashLink::close() {
 }
 
 bool HashLink::submit(InFlight request, uint64_t table_version, int64_t now_ns) {
-  Request q{.type = request.type, .table_version = table_version, .id = request.ask.user_id};
-  if (request.type == FrameType::kUpsert) q.endpoint = request.ask.endpoint;
+  Request q{.type = request.type,
+            .flags = request.flags,
+            .table_version = table_version,
+            .id = request.ask.user_id};
+  if (request.type == FrameType::kUpsert) {
+    q.endpoint = request.ask.endpoint;
+    q.age_seconds = request.age_seconds;
+  }
   const int64_t deadline =
       now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.timeout).count();
   q.correlation = pending_.insert(std::move(request), deadline);

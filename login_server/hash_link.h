@@ -25,10 +25,19 @@ namespace imhash {
 
 // A client request on its way through a hash server.
 struct InFlight {
+  enum class Stage : uint8_t {
+    kFirst,     // sent under the worker's current table
+    kRetry,     // re-sent once after MOVED, under a newer table
+    kFallback,  // a LOOKUP missed at the new owner: asking the owner under the previous table
+    kRepair,    // copying a record found by a fallback read to its new owner (no client reply)
+  };
   ClientAsk ask{};
   ClientAddr client{};
   frame::FrameType type = frame::FrameType::kPing;
-  uint8_t attempts = 0;  // 1 after a MOVED retry
+  Stage stage = Stage::kFirst;
+  uint8_t flags = 0;        // frame flags (kFlagAnyOwner, kFlagIfAbsent)
+  uint32_t age_seconds = 0;  // kRepair: the age of the record copied
+  int64_t parked_until_ns = 0;  // waiting for a newer table after MOVED
 };
 
 struct LinkSettings {

@@ -34,7 +34,9 @@ udp::socket bind_udp(asio::io_context& ctx, const udp::endpoint& at) {
 }  // namespace
 
 LoginServer::LoginServer(LoginServerConfig config)
-    : config_(std::move(config)), tables_(config_.table_file) {}
+    : config_(std::move(config)), tables_(config_.grace) {
+  tables_.load_file(config_.table_file);
+}
 
 void LoginServer::run() {
   udp::resolver resolver(ctx_);
@@ -45,13 +47,13 @@ void LoginServer::run() {
   at.port(sockets.front().local_endpoint().port());  // port 0: the others join the chosen port
   for (uint32_t i = 1; i < config_.threads; ++i) sockets.push_back(bind_udp(ctx_, at));
 
-  const auto router = tables_.latest();
+  const auto routing = tables_.latest();
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(i, config_.worker, &tables_));
-    workers_.back()->set_router(router);
+    workers_.back()->set_routing(routing);
   }
-  tables_.set_listener([this](std::shared_ptr<const Router> r) {
-    for (auto& w : workers_) w->set_router(r);
+  tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
+    for (auto& w : workers_) w->set_routing(r);
   });
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_[i]->start(sockets[i].release(), at.protocol());
@@ -85,8 +87,8 @@ void LoginServer::run() {
   wait_reload();
 
   spdlog::info("login server: {} threads, table version {} ({} mode, {} hash servers)",
-               config_.threads, router->version(), to_string(router->mode()),
-               router->table().servers.size());
+               config_.threads, routing->version(), to_string(routing->current->mode()),
+               routing->current->table().servers.size());
   const std::string host = at.address().is_v6() ? "[" + at.address().to_string() + "]"
                                                 : at.address().to_string();
   announce_listening(host + ":" + std::to_string(at.port()));

@@ -19,6 +19,7 @@ struct LoginServerConfig {
   uint16_t udp_port = 0;
   uint32_t threads = 1;
   std::string table_file;
+  std::chrono::milliseconds grace{60000};  // file mode: fallback reads after a table change
   WorkerSettings worker;
 };
 

@@ -22,6 +22,9 @@ int login_server_main(int argc, char** argv) {
       "requests in flight per link (per worker, hash server and shard); beyond: UNAVAILABLE")(
       "down-after", po::value<uint32_t>()->default_value(3),
       "consecutive timeouts after which a link is marked down and probed")(
+      "grace-ms", po::value<uint32_t>()->default_value(60000),
+      "with --table: after the file changes, how long a lookup that misses at the new owner is "
+      "retried at the previous one (pushed tables bring their own)")(
       "name", po::value<std::string>()->default_value("login"), "this server's name (in handshakes)");
   if (auto code = opts.parse(argc, argv)) return *code;
 
@@ -49,6 +52,7 @@ int login_server_main(int argc, char** argv) {
   }
   if (!opts.has("table")) throw UsageError("--table FILE is required");
   config.table_file = opts.get<std::string>("table");
+  config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
   LoginServer server(std::move(config));
   server.run();
   return kExitOk;

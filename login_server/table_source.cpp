@@ -17,18 +17,27 @@ timespec mtime_of(const std::string& path) {
 bool same(const timespec& a, const timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
-TableSource::TableSource(std::string path) : path_(std::move(path)) {
-  mtime_ = mtime_of(path_);
-  auto loaded = load_table_file(path_);
+void TableSource::load_file(std::string path) {
+  auto loaded = load_table_file(path);
   if (!loaded.table) throw ConfigError(loaded.error);
-  router_ = Router::compile(std::move(*loaded.table));
+  std::lock_guard lock(mu_);
+  path_ = std::move(path);
+  mtime_ = mtime_of(path_);
+  auto st = std::make_shared<RoutingState>();
+  st->current = Router::compile(std::move(*loaded.table));
+  state_ = std::move(st);
 }
 
-std::shared_ptr<const Router> TableSource::latest() const {
+std::shared_ptr<const RoutingState> TableSource::latest() const {
   std::lock_guard lock(mu_);
-  return router_;
+  return state_;
 }
 
 void TableSource::set_listener(Listener l) {
@@ -36,24 +45,65 @@ void TableSource::set_listener(Listener l) {
   listener_ = std::move(l);
 }
 
-std::shared_ptr<const Router> TableSource::refresh() {
+void TableSource::set_on_stale(std::function<void()> f) {
+  std::lock_guard lock(mu_);
+  on_stale_ = std::move(f);
+}
+
+TableSource::Listener TableSource::install_locked(std::shared_ptr<const Router> next,
+                                                  std::shared_ptr<const Router> prev,
+                                                  std::chrono::milliseconds grace) {
+  auto st = std::make_shared<RoutingState>();
+  st->current = std::move(next);
+  st->previous = std::move(prev);
+  st->grace_until_ns = steady_ns() + std::chrono::nanoseconds(grace).count();
+  state_ = std::move(st);
+  spdlog::info("table version {} installed ({} mode, {} hash servers)", state_->version(),
+               to_string(state_->current->mode()), state_->current->table().servers.size());
+  return listener_;
+}
+
+bool TableSource::install(const Table& current, const std::optional<Table>& previous,
+                          std::chrono::milliseconds grace) {
   std::unique_lock lock(mu_);
+  if (state_ && current.version <= state_->version()) return false;
+  // The previous table to read from during the grace period: the one pushed with it, or ours.
+  std::shared_ptr<const Router> prev;
+  if (previous) {
+    prev = Router::compile(*previous);
+  } else if (state_) {
+    prev = state_->current;
+  }
+  auto listener = install_locked(Router::compile(current), std::move(prev), grace);
+  auto st = state_;
+  lock.unlock();
+  if (listener) listener(st);
+  return true;
+}
+
+std::shared_ptr<const RoutingState> TableSource::refresh() {
+  std::unique_lock lock(mu_);
+  if (path_.empty()) {
+    auto ask = on_stale_;
+    auto st = state_;
+    lock.unlock();
+    if (ask) ask();
+    return st;
+  }
   const timespec now = mtime_of(path_);
-  if (same(now, mtime_)) return router_;
+  if (same(now, mtime_)) return state_;
   mtime_ = now;
   auto loaded = load_table_file(path_);
   if (!loaded.table) {
-    spdlog::error("table file: {} (keeping version {})", loaded.error, router_->version());
-    return router_;
+    spdlog::error("table file: {} (keeping version {})", loaded.error, state_->version());
+    return state_;
   }
-  if (loaded.table->version <= router_->version()) return router_;
-  router_ = Router::compile(std::move(*loaded.table));
-  spdlog::info("table version {} loaded from {}", router_->version(), path_);
-  auto listener = listener_;
-  auto router = router_;
+  if (loaded.table->version <= state_->version()) return state_;
+  auto listener = install_locked(Router::compile(std::move(*loaded.table)), state_->current, grace_);
+  auto st = state_;
   lock.unlock();
-  if (listener) listener(router);
-  return router;
+  if (listener) listener(st);
+  return st;
 }
 
 }  // namespace imhash

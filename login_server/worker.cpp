@@ -47,8 +47,8 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::set_router(std::shared_ptr<const Router> router) {
-  asio::post(ctx_, [this, router = std::move(router)]() mutable { install(std::move(router)); });
+void Worker::set_routing(std::shared_ptr<const RoutingState> routing) {
+  asio::post(ctx_, [this, routing = std::move(routing)]() mutable { install(std::move(routing)); });
 }
 
 void Worker::when_links_tried(std::function<void()> done) {
@@ -59,7 +59,7 @@ void Worker::when_links_tried(std::function<void()> done) {
 }
 
 void Worker::check_links_tried() {
-  if (!links_tried_) return;
+  if (!links_tried_ || !routing_) return;
   for (const auto& g : groups_) {
     for (const auto& l : g.shards) {
       if (!l->first_attempt_done()) return;
@@ -79,39 +79,84 @@ void Worker::stop() {
   });
 }
 
-void Worker::install(std::shared_ptr<const Router> router) {
-  if (!router || (router_ && router->version() <= router_->version())) return;
-  // Keep the links of servers that did not change; open links to new ones; retire the rest once
-  // what they carry is answered (requests in flight finish on the version they started with).
-  std::vector<LinkGroup> next;
-  const auto& servers = router->table().servers;
-  for (const ServerInfo& s : servers) {
+void Worker::install(std::shared_ptr<const RoutingState> routing) {
+  const uint64_t have = pending_ ? pending_->version() : (routing_ ? routing_->version() : 0);
+  if (!routing || !routing->current || routing->version() <= have) return;
+  pending_ = std::move(routing);
+  // Open links to servers we have none for. The new table takes effect only once each of them has
+  // been tried, so a server joining the table is not reported UNAVAILABLE while it is dialled;
+  // until then requests keep using the current table.
+  for (const ServerInfo& s : pending_->current->table().servers) {
     const std::string key = group_key(s);
-    auto it = std::find_if(groups_.begin(), groups_.end(),
-                           [&](const LinkGroup& g) { return g.key == key && !g.shards.empty(); });
-    if (it != groups_.end()) {
-      next.push_back(std::move(*it));
-      it->shards.clear();
+    auto has_key = [&](const LinkGroup& g) { return g.key == key && !g.shards.empty(); };
+    if (std::any_of(groups_.begin(), groups_.end(), has_key) ||
+        std::any_of(warming_.begin(), warming_.end(), has_key)) {
       continue;
     }
     LinkGroup g{key, {}};
     for (uint32_t shard = 0; shard < s.shards; ++shard) {
-      g.shards.push_back(std::make_unique<HashLink>(ctx_, *this, settings_.link, s, shard,
-                                                    (uint64_t{index_} << 32) ^ shard ^
-                                                        std::hash<std::string>{}(key)));
+      // A server that comes back within the grace period gets its retired links back.
+      auto old = std::find_if(retired_.begin(), retired_.end(), [&](const auto& l) {
+        return l->state() != HashLink::State::kClosed && group_key(l->server()) == key &&
+               l->shard() == shard;
+      });
+      if (old != retired_.end()) {
+        g.shards.push_back(std::move(*old));
+        retired_.erase(old);
+        continue;
+      }
+      g.shards.push_back(std::make_unique<HashLink>(
+          ctx_, *this, settings_.link, s, shard,
+          (uint64_t{index_} << 32) ^ shard ^ std::hash<std::string>{}(key)));
       g.shards.back()->start();
+    }
+    warming_.push_back(std::move(g));
+  }
+  try_commit();
+}
+
+void Worker::try_commit() {
+  if (!pending_) return;
+  for (const auto& g : warming_) {
+    for (const auto& l : g.shards) {
+      if (!l->first_attempt_done()) return;
+    }
+  }
+  // Arrange the links like the new table's servers; links of servers that left are retired (they
+  // finish what they carry, and serve fallback reads until the grace period ends).
+  std::vector<LinkGroup> next;
+  for (const ServerInfo& s : pending_->current->table().servers) {
+    const std::string key = group_key(s);
+    LinkGroup g{key, {}};
+    for (auto* pool : {&groups_, &warming_}) {
+      for (auto& candidate : *pool) {
+        if (g.shards.empty() && candidate.key == key && !candidate.shards.empty()) {
+          g.shards = std::move(candidate.shards);
+          candidate.shards.clear();
+        }
+      }
     }
     next.push_back(std::move(g));
   }
-  for (auto& g : groups_) {
-    for (auto& l : g.shards) {
-      if (l->in_flight() == 0) l->close();
-      retired_.push_back(std::move(l));
+  for (auto* pool : {&groups_, &warming_}) {
+    for (auto& g : *pool) {
+      for (auto& l : g.shards) retired_.push_back(std::move(l));
     }
   }
+  warming_.clear();
   groups_ = std::move(next);
-  router_ = std::move(router);
-  spdlog::debug("worker {}: table version {}", index_, router_->version());
+  routing_ = std::move(pending_);
+  pending_.reset();
+  router_ = routing_->current.get();
+  spdlog::debug("worker {}: table version {}", index_, routing_->version());
+
+  // Requests that met MOVED and waited for this table go out again, once.
+  std::vector<InFlight> parked;
+  parked.swap(parked_);
+  const int64_t now = now_ns();
+  for (auto& r : parked) forward(std::move(r), now);
+  flush_links();
+  flush_replies();
 }
 
 void Worker::schedule_tick() {
@@ -122,17 +167,26 @@ void Worker::schedule_tick() {
     for (auto& g : groups_) {
       for (auto& l : g.shards) l->tick(now);
     }
+    const bool in_grace = routing_ && now < routing_->grace_until_ns;
     for (auto& l : retired_) {
       l->tick(now);
-      if (l->in_flight() == 0) l->close();
+      if (l->in_flight() == 0 && (!in_grace || stopping_)) l->close();
     }
+    std::erase_if(parked_, [&](InFlight& r) {
+      if (r.parked_until_ns > now) return false;
+      fail(r, Status::kTimeout);
+      return true;
+    });
     std::erase_if(retired_, [](const auto& l) { return l->finished(); });
+    try_commit();
     flush_replies();
     check_links_tried();
-    if (stopping_ && in_flight() == 0) {
+    if (stopping_ && in_flight() == 0 && parked_.empty()) {
       // Everything answered: close the links; the io_context then runs out of work.
-      for (auto& g : groups_) {
-        for (auto& l : g.shards) l->close();
+      for (auto* pool : {&groups_, &warming_}) {
+        for (auto& g : *pool) {
+          for (auto& l : g.shards) l->close();
+        }
       }
       for (auto& l : retired_) l->close();
       boost::system::error_code ec;
@@ -189,8 +243,8 @@ void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr&
                              int64_t now) {
   ++counters_.received;
   uint8_t reply_buf[client::kMinDatagram];
-  const Plan plan = plan_request({data, size}, from.endpoint(),
-                                 router_ ? router_->version() : 0, reply_buf);
+  const Plan plan =
+      plan_request({data, size}, from.endpoint(), routing_ ? routing_->version() : 0, reply_buf);
   switch (plan.kind) {
     case Plan::kDrop:
       ++counters_.dropped[static_cast<size_t>(plan.drop)];
@@ -199,45 +253,106 @@ void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr&
       reply(from, reply_buf, plan.reply_size, plan.status);
       return;
     case Plan::kForward:
-      forward(InFlight{plan.ask, from, plan.frame_type, 0}, now);
+      forward(InFlight{.ask = plan.ask, .client = from, .type = plan.frame_type}, now);
       return;
   }
 }
 
+void Worker::fail(InFlight& request, Status status) {
+  if (request.stage == InFlight::Stage::kRepair) return;  // nobody waits for a repair
+  uint8_t buf[client::kHeaderSize];
+  reply(request.client, buf, reply_with_status(request.ask, status, buf), status);
+}
+
 void Worker::forward(InFlight request, int64_t now) {
   if (!router_) {
-    uint8_t buf[client::kHeaderSize];
-    reply(request.client, buf, reply_with_status(request.ask, Status::kUnavailable, buf),
-          Status::kUnavailable);
+    fail(request, Status::kUnavailable);
     return;
   }
   const Route route = router_->route(request.ask.user_id);
   HashLink* link = groups_[route.server].shards[route.shard].get();
   if (!link->up() || link->full()) {
     // Down, or as many requests in flight as we allow: fail fast rather than queue without bound.
-    uint8_t buf[client::kHeaderSize];
-    reply(request.client, buf, reply_with_status(request.ask, Status::kUnavailable, buf),
-          Status::kUnavailable);
+    fail(request, Status::kUnavailable);
     return;
   }
   ++counters_.forwarded;
   if (link->submit(std::move(request), router_->version(), now)) dirty_.push_back(link);
 }
 
+HashLink* Worker::link_to(const ServerInfo& server, uint32_t shard) {
+  const std::string key = group_key(server);
+  for (auto& g : groups_) {
+    if (g.key == key && shard < g.shards.size()) {
+      return g.shards[shard]->up() ? g.shards[shard].get() : nullptr;
+    }
+  }
+  for (auto& l : retired_) {
+    if (l->shard() == shard && l->up() && group_key(l->server()) == key) return l.get();
+  }
+  return nullptr;
+}
+
+bool Worker::try_fallback_read(InFlight& request, int64_t now) {
+  // DESIGN §4 step 3: during the grace period a lookup that misses at the new owner is retried at
+  // the owner under the previous table; a user who logged in before the move is never missing.
+  if (request.type != FrameType::kGet || request.stage == InFlight::Stage::kFallback) return false;
+  if (!routing_ || !routing_->previous || now >= routing_->grace_until_ns) return false;
+  const Route old_route = routing_->previous->route(request.ask.user_id);
+  const ServerInfo& old_owner = routing_->previous->table().servers[old_route.server];
+  const ServerInfo& owner = router_->owner_info(request.ask.user_id);
+  if (old_owner.name == owner.name && old_owner.address == owner.address) return false;
+  HashLink* link = link_to(old_owner, old_route.shard);
+  if (!link || link->full()) return false;
+  ++counters_.fallback_reads;
+  request.stage = InFlight::Stage::kFallback;
+  request.flags = kFlagAnyOwner;
+  if (link->submit(std::move(request), routing_->previous->version(), now)) dirty_.push_back(link);
+  return true;
+}
+
+void Worker::read_repair(const InFlight& request, const Response& found, int64_t now) {
+  // Copy the record to its new owner, keeping its age, unless the user wrote there meanwhile.
+  InFlight repair;
+  repair.ask = request.ask;
+  repair.ask.endpoint = found.endpoint;
+  repair.type = FrameType::kUpsert;
+  repair.stage = InFlight::Stage::kRepair;
+  repair.flags = kFlagIfAbsent;
+  repair.age_seconds = found.age_seconds;
+  const Route route = router_->route(request.ask.user_id);
+  HashLink* link = groups_[route.server].shards[route.shard].get();
+  if (!link->up() || link->full()) return;  // best effort: the next heartbeat writes it anyway
+  ++counters_.read_repairs;
+  if (link->submit(std::move(repair), router_->version(), now)) dirty_.push_back(link);
+}
+
 void Worker::on_answer(InFlight& request, const Response& response) {
-  if (response.status == FrameStatus::kMoved) {
-    // The hash server has a newer table: take it and retry once (DESIGN §2).
-    if (tables_ && response.table_version > (router_ ? router_->version() : 0)) {
+  const int64_t now = now_ns();
+  if (request.stage == InFlight::Stage::kRepair) return;
+  if (response.status == FrameStatus::kMoved && request.stage == InFlight::Stage::kFirst) {
+    // The hash server has a newer table: take it and retry once (DESIGN §2). If it is not at hand
+    // yet (pushed tables), park the request until it arrives, within the request's deadline.
+    if (tables_ && response.table_version > (routing_ ? routing_->version() : 0)) {
       install(tables_->refresh());
     }
-    if (request.attempts == 0 && router_ && router_->version() >= response.table_version) {
-      ++counters_.moved_retries;
-      request.attempts = 1;
-      forward(std::move(request), now_ns());
-      return;
+    ++counters_.moved_retries;
+    request.stage = InFlight::Stage::kRetry;
+    if (routing_ && routing_->version() >= response.table_version) {
+      forward(std::move(request), now);
+    } else if (parked_.size() < settings_.link.max_in_flight) {
+      request.parked_until_ns =
+          now + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.link.timeout).count();
+      parked_.push_back(std::move(request));
+    } else {
+      fail(request, Status::kUnavailable);
     }
-    spdlog::warn("worker {}: MOVED to version {} but no newer table is at hand (have {})", index_,
-                 response.table_version, router_ ? router_->version() : 0);
+    return;
+  }
+  if (response.status == FrameStatus::kNotFound && try_fallback_read(request, now)) return;
+  if (request.stage == InFlight::Stage::kFallback && response.status == FrameStatus::kOk) {
+    ++counters_.fallback_hits;
+    read_repair(request, response, now);
   }
   uint8_t buf[client::kMinDatagram];
   Status status;
@@ -245,10 +360,7 @@ void Worker::on_answer(InFlight& request, const Response& response) {
   reply(request.client, buf, n, status);
 }
 
-void Worker::on_failure(InFlight& request, Status status) {
-  uint8_t buf[client::kHeaderSize];
-  reply(request.client, buf, reply_with_status(request.ask, status, buf), status);
-}
+void Worker::on_failure(InFlight& request, Status status) { fail(request, status); }
 
 void Worker::after_link_io() {
   flush_links();

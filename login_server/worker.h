@@ -26,6 +26,9 @@ struct WorkerCounters {
   uint64_t replies_by_status[8] = {};
   uint64_t forwarded = 0;
   uint64_t moved_retries = 0;
+  uint64_t fallback_reads = 0;
+  uint64_t fallback_hits = 0;
+  uint64_t read_repairs = 0;
   uint64_t send_failures = 0;
 };
 
@@ -42,7 +45,7 @@ class Worker final : public LinkListener {
   // Starts the thread serving `udp_fd` (a bound, non-blocking UDP socket; the worker owns it).
   void start(int udp_fd, boost::asio::ip::udp protocol);
   void join();
-  void set_router(std::shared_ptr<const Router> router);
+  void set_routing(std::shared_ptr<const RoutingState> routing);
   // Stops taking datagrams, answers what is in flight (at most one timeout), closes links.
   void stop();
   // Posts `done()` once every link has made its first connection attempt.
@@ -52,7 +55,15 @@ class Worker final : public LinkListener {
   boost::asio::awaitable<void> receive_loop();
   void handle_datagram(const uint8_t* data, size_t size, const ClientAddr& from, int64_t now);
   void forward(InFlight request, int64_t now);
-  void install(std::shared_ptr<const Router> router);
+  void install(std::shared_ptr<const RoutingState> routing);
+  // Makes the pending routing current once every link it needs has been tried.
+  void try_commit();
+  // The link to `server`/`shard` under any table still in use (current, or retired during the
+  // grace period); null if none is up.
+  HashLink* link_to(const ServerInfo& server, uint32_t shard);
+  bool try_fallback_read(InFlight& request, int64_t now);
+  void read_repair(const InFlight& request, const frame::Response& found, int64_t now);
+  void fail(InFlight& request, client::Status status);
   void on_answer(InFlight& request, const frame::Response& response) override;
   void on_failure(InFlight& request, client::Status status) override;
   void after_link_io() override;
@@ -73,13 +84,19 @@ class Worker final : public LinkListener {
   std::thread thread_;
 
   // Owned by the worker thread.
-  std::shared_ptr<const Router> router_;
+  std::shared_ptr<const RoutingState> routing_;
+  const Router* router_ = nullptr;  // routing_->current
   struct LinkGroup {
     std::string key;  // name|address|shards: a changed server gets new links
     std::vector<std::unique_ptr<HashLink>> shards;
   };
   std::vector<LinkGroup> groups_;  // indexed like router_->table().servers
-  std::vector<std::unique_ptr<HashLink>> retired_;  // closing; destroyed once finished()
+  std::shared_ptr<const RoutingState> pending_;  // newer, waiting for its new links
+  std::vector<LinkGroup> warming_;               // links opened for pending_
+  // Links of servers no longer in the table: kept for fallback reads until the grace period ends,
+  // then closed once idle and destroyed once finished().
+  std::vector<std::unique_ptr<HashLink>> retired_;
+  std::vector<InFlight> parked_;  // MOVED, waiting (bounded in time) for a newer table
   std::vector<HashLink*> dirty_;  // links with queued frames
   bool stopping_ = false;
   std::function<void()> links_tried_;

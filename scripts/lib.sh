@@ -8,7 +8,15 @@ STARTED_PIDS=()
 build_release() {
   "$IMHASH_ROOT/scripts/setup.sh" "$@"
   cmake -S "$IMHASH_ROOT" -B "$IMHASH_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$IMHASH_BUILD" -j2 >/dev/null
+  local log
+  log=$(mktemp)
+  if ! cmake --build "$IMHASH_BUILD" -j2 >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "build failed" >&2
+    return 1
+  fi
+  rm -f "$log"
 }
 
 # start_daemon NAME LOGDIR CMD... : starts CMD in the background with stdout to LOGDIR/NAME.out,

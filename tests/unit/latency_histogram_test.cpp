@@ -93,7 +93,7 @@ TEST_CASE("latency histogram: percentiles of a wide sample are within 1 % of the
   CHECK(h->percentile(100) == values.back());
 }
 
-TEST_CASE("latency histogram: merge equals recording everything in one; reset empties") {
+TEST_CASE("latency histogram: merge equals recording everything in one, reset empties") {
   auto a = make();
   auto b = make();
   auto all = make();
@@ -121,7 +121,7 @@ TEST_CASE("latency histogram: merge equals recording everything in one; reset em
   CHECK(a->mean() == 0);
 }
 
-TEST_CASE("latency histogram: values past the maximum are clamped; record(v, n) counts n") {
+TEST_CASE("latency histogram: values past the maximum are clamped, record(v, n) counts n") {
   auto h = make();
   h->record(UINT64_MAX);
   CHECK(h->max() == LatencyHistogram::kMaxValue);

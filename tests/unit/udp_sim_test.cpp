@@ -62,7 +62,8 @@ void answer_correctly(UserModel& m, const RequestTag& t, std::map<uint64_t, Endp
       break;
     case Op::kLookup: {
       auto it = store.find(id);
-      r = it == store.end() ? reply(t, id, Status::kNotFound) : reply(t, id, Status::kOk, it->second);
+      r = it == store.end() ? reply(t, id, Status::kNotFound)
+                            : reply(t, id, Status::kOk, it->second);
       break;
     }
     default:
@@ -86,9 +87,11 @@ TEST_CASE("udp_sim: --mix parsing") {
   CHECK(*m == Mix{3, 0, 0, 2});
   CHECK(parse_mix(to_string(Mix{1, 2, 3, 4}), err) == Mix{1, 2, 3, 4});
 
-  for (const char* bad : {"", "lookup", "lookup=", "lookup=x", "lookup=-1", "ping=5",
-                          "lookup=1,lookup=2", "lookup=0,logout=0", "lookup=5,", "lookup=2000000"}) {
-    CAPTURE(bad);
+  for (const char* bad :
+       {"", "lookup", "lookup=", "lookup=x", "lookup=-1", "ping=5", "lookup=1,lookup=2",
+        "lookup=0,logout=0", "lookup=5,", "lookup=2000000"}) {
+    const std::string text = bad;
+    CAPTURE(text);
     err.clear();
     CHECK_FALSE(parse_mix(bad, err));
     CHECK_FALSE(err.empty());
@@ -130,7 +133,7 @@ TEST_CASE("udp_sim: synthetic endpoints are distinct, and IPv6 for the asked sha
   CHECK(synthetic_endpoint(5, 100).family == 6);
 }
 
-TEST_CASE("udp_sim: every user logs in first, in id order; busy users only get looked up") {
+TEST_CASE("udp_sim: every user logs in first, in id order, and busy users only get looked up") {
   UserModel m(model_config(3));
   for (uint32_t u = 0; u < 3; ++u) {
     const RequestTag t = m.next();
@@ -245,7 +248,8 @@ TEST_CASE("udp_sim: verify judges a LOOKUP only against a settled state") {
   CHECK(m.state(1) == UserState::kUnknown);
 }
 
-TEST_CASE("udp_sim: a wrong LOGIN/HEARTBEAT echo fails verify; without --verify nothing is judged") {
+TEST_CASE(
+    "udp_sim: a wrong LOGIN/HEARTBEAT echo fails verify, and without --verify nothing is judged") {
   UserModel m(model_config(1));
   const RequestTag login = m.start_own(0, Op::kLogin);
   const Message r = reply(login, m.id_of(0), Status::kOk, synthetic_endpoint(4242, 0));
@@ -307,7 +311,7 @@ TEST_CASE("udp_sim: the mix against a correct server: shares as asked, no verify
   CHECK(share(Op::kLogin) + share(Op::kHeartbeat) + share(Op::kLogout) ==
         doctest::Approx(55).epsilon(0.05));
   CHECK(share(Op::kLogout) > 3);
-  CHECK(share(Op::kLogin) > 0.5);  // logged-out users come back through the mix
+  CHECK(share(Op::kLogin) > 0.5);    // logged-out users come back through the mix
   CHECK(store.size() > n * 8 / 10);  // mostly logged in
   CHECK(m.verify_counts().verify_failed == 0);
   CHECK(m.verify_counts().verified_ok > 40'000);
@@ -444,7 +448,8 @@ TEST_CASE("udp_sim: progress line and JSON summary") {
   std::vector<VerifyFailure> failures{VerifyFailure{.user_id = 3,
                                                     .op = Op::kLookup,
                                                     .expected = Endpoint::v4(0x0a000003, 7),
-                                                    .status = Status::kNotFound}};
+                                                    .status = Status::kNotFound,
+                                                    .got = std::nullopt}};
   const RunSummary s{.config = cfg,
                      .target = "127.0.0.1:7000",
                      .counters = now,

@@ -58,25 +58,37 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
   }
 }
 
-void LoadDriver::run(const std::atomic<bool>& stop) {
+void LoadDriver::run(const std::atomic<int>& signals) {
   start_ns_ = now_ns();
   end_ns_ = start_ns_ + std::llround(config_.duration_s * 1e9);
   next_tick_ns_ = start_ns_ + kSecond;
   if (config_.open_loop()) schedule_ = OpenLoopSchedule(config_.rate, start_ns_);
   bool draining = false;
+  int signals_at_drain = 0;
 
   for (;;) {
     const int64_t now = now_ns();
-    if (!draining && (now >= end_ns_ || stop.load(std::memory_order_relaxed))) {
+    const int signals_now = signals.load(std::memory_order_relaxed);
+    if (!draining && (now >= end_ns_ || signals_now > 0)) {
       draining = true;
+      signals_at_drain = signals_now;
       interrupted_ = now < end_ns_;
       drain_end_ns_ = now + timeout_ns_;
       if (config_.open_loop()) {
         const uint64_t due = schedule_.due_by(std::min(now, end_ns_ - 1));
         if (due > scheduled_) counters_.unsent += due - scheduled_;
       }
+      // The load's last (maybe partial) second gets its line; the drain gets none.
+      if (now - (next_tick_ns_ - kSecond) >= kSecond / 10) {
+        reporter_.progress(static_cast<double>(now - start_ns_) / 1e9, counters_,
+                           model_.verify_counts(), *latencies_, table_.size());
+      }
+      next_tick_ns_ = INT64_MAX;
     }
-    if (draining && (table_.size() == 0 || now >= drain_end_ns_)) break;
+    if (draining &&
+        (table_.size() == 0 || now >= drain_end_ns_ || signals_now > signals_at_drain)) {
+      break;
+    }
 
     expire(now, draining);
     if (!draining) issue(now);

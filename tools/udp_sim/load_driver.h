@@ -6,10 +6,11 @@
 // every second.
 //
 // One thread, one poll loop: no locks, and no allocation per request once constructed. When the
-// duration is over (or `stop` is set, by a SIGINT/SIGTERM handler), it sends nothing new, waits at
-// most one more try timeout for the replies still due, and counts the rest as abandoned.
+// duration is over or a signal arrives (`signals` counts SIGINT/SIGTERM), it sends nothing new,
+// waits at most one more try timeout for the replies still due (a further signal cuts that short),
+// and counts the rest as abandoned.
 //
-// Thread rules: construct and run() on one thread; `stop` may be set from a signal handler.
+// Thread rules: construct and run() on one thread; `signals` is incremented by a signal handler.
 #pragma once
 
 #include <poll.h>
@@ -35,7 +36,7 @@ class LoadDriver {
   LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserModel& model,
              Reporter& reporter);
 
-  void run(const std::atomic<bool>& stop);
+  void run(const std::atomic<int>& signals);
 
   const Counters& counters() const { return counters_; }
   const Latencies& latencies() const { return *latencies_; }

@@ -24,10 +24,11 @@ using namespace imhash::sim;
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-static_assert(std::atomic<bool>::is_always_lock_free);  // so the signal handler may set it
+// SIGINT/SIGTERM received: the first ends the load, a second also the wait for late replies.
+std::atomic<int> g_signals{0};
+static_assert(std::atomic<int>::is_always_lock_free);  // so the signal handler may touch it
 
-extern "C" void on_signal(int) { g_stop.store(true); }
+extern "C" void on_signal(int) { g_signals.fetch_add(1); }
 
 void install_signal_handlers() {
   struct sigaction sa {};
@@ -158,7 +159,7 @@ int sim_main(int argc, char** argv) {
   install_signal_handlers();
   Reporter reporter(config.verify, config.json ? stderr : stdout);
   LoadDriver driver(config, sockets, model, reporter);
-  driver.run(g_stop);
+  driver.run(g_signals);
 
   const RunSummary summary{.config = config,
                            .target = sockets.target().to_string(),

@@ -9,10 +9,11 @@ namespace imhash::sim {
 std::optional<Mix> parse_mix(std::string_view text, std::string& error) {
   Mix mix{0, 0, 0, 0};
   bool seen[4] = {false, false, false, false};
-  while (!text.empty()) {
+  for (bool more = true; more;) {
     const size_t comma = text.find(',');
     const std::string_view item = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    more = comma != std::string_view::npos;
+    if (more) text = text.substr(comma + 1);
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
       error = "expected NAME=WEIGHT, got '" + std::string(item) + "'";

@@ -1,0 +1,144 @@
+// The config-server link protocol (DESIGN §4, §5): how hash and login servers talk to the config
+// server. Pure codec: bytes in, structs or an error out; no I/O, no logging. Any thread may call
+// these functions; the types are plain values.
+//
+// A TCP stream of frames: a u32 big-endian length, then that many bytes of one JSON object (UTF-8)
+// with a "type" member. A frame longer than kMaxMessageSize is refused from its length prefix
+// alone, before any of its body is buffered.
+//
+//   node -> config
+//     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N}
+//     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...}}
+//     {"type":"ack","version":N}
+//     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
+//                                       "deleted":N},...]}
+//   config -> node
+//     {"type":"welcome","heartbeat_ms":N,"config_version":N}
+//     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
+//     {"type":"purge","action":S,"age_s":N}
+//
+// TABLE is the table-file JSON of common/routing_table.h, read with parse_table_json's checks.
+// Integers are plain JSON integers (no fraction, no exponent, not negative). Every listed member is
+// required except "previous" (absent means null). Members a decoder does not know are ignored, so
+// nodes and config servers of different versions can add fields; a missing member or one of the
+// wrong type is an error naming it. Stats values are integers (kept exactly) or finite fractions
+// (kept to within the precision of the JSON library).
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/frame_protocol.h"
+#include "common/routing_table.h"
+
+namespace imhash::control {
+
+inline constexpr size_t kLengthPrefixSize = 4;
+inline constexpr uint32_t kMaxMessageSize = 16 << 20;  // JSON bytes after the prefix
+
+enum class Role : uint8_t { kHash, kLogin };
+
+// ---- node -> config ----
+
+struct Register {
+  Role role = Role::kHash;
+  std::string name;
+  std::string address;  // hash: its TCP listener "HOST:PORT"; login: its UDP address
+  uint32_t shards = 0;  // hash: its shard count; login: 0
+  uint64_t version = 0;  // table version it runs, 0 if none
+  uint64_t pid = 0;
+  friend bool operator==(const Register&, const Register&) = default;
+};
+
+struct Heartbeat {
+  uint64_t version = 0;
+  boost::json::object stats;  // numbers only; other values are left out when encoding
+  friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
+};
+
+struct Ack {
+  uint64_t version = 0;  // the table version now installed
+  friend bool operator==(const Ack&, const Ack&) = default;
+};
+
+// One shard's purge progress (frame::PurgeProgress plus the shard number).
+struct PurgeShard {
+  uint32_t shard = 0;
+  frame::PurgeState state = frame::PurgeState::kIdle;
+  frame::PurgeAction kind = frame::PurgeAction::kStatus;
+  uint64_t scanned = 0;
+  uint64_t total = 0;
+  uint64_t deleted = 0;
+  friend bool operator==(const PurgeShard&, const PurgeShard&) = default;
+};
+
+struct PurgeReport {
+  std::vector<PurgeShard> shards;
+  friend bool operator==(const PurgeReport&, const PurgeReport&) = default;
+};
+
+// ---- config -> node ----
+
+struct Welcome {
+  uint32_t heartbeat_ms = 1000;  // 0: the node's default
+  uint64_t config_version = 0;   // the config server's current table version
+  friend bool operator==(const Welcome&, const Welcome&) = default;
+};
+
+struct TablePush {
+  Table table;
+  std::optional<Table> previous;  // the version before, for fallback reads during the grace period
+  uint64_t grace_ms = 0;
+  friend bool operator==(const TablePush&, const TablePush&) = default;
+};
+
+struct PurgeCommand {
+  frame::PurgeAction action = frame::PurgeAction::kStatus;
+  uint32_t age_seconds = 0;  // "age_s": kOlderThan only
+  friend bool operator==(const PurgeCommand&, const PurgeCommand&) = default;
+};
+
+using Message =
+    std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush, PurgeCommand>;
+
+enum class DecodeStatus : uint8_t {
+  kOk,
+  kNeedMore,    // the input ends inside a frame: read more bytes (not an error)
+  kTooLarge,    // the length prefix is above kMaxMessageSize
+  kBadJson,     // the body is not one well-formed UTF-8 JSON document
+  kBadMessage,  // valid JSON but not a valid message: not an object, unknown type, a member
+                // missing or of the wrong type, an invalid table
+};
+
+// Appends one framed message to `out`. Never fails; the result decodes to an equal message as long
+// as the tables in it are valid and it fits in kMaxMessageSize (a caller sending large tables checks
+// the size it appended; the receiver refuses larger frames).
+void append_message(const Message& m, std::vector<uint8_t>& out);
+
+// Decodes the first frame of `in`. kOk: `out` holds the message and `consumed` is the frame's size.
+// kNeedMore, kTooLarge: `consumed` is 0. kBadJson, kBadMessage: `consumed` is the frame's size (the
+// framing is intact, so a lenient reader could skip it) and `error` says what is wrong. `error` is
+// set for every status but kOk and kNeedMore. Never throws (except std::bad_alloc).
+DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
+                          std::string& error);
+
+const char* to_string(DecodeStatus s);
+const char* to_string(Role r);
+std::optional<Role> parse_role(std::string_view text);
+// The wire names of the purge vocabulary: "status", "not_owned", "older_than", "all", "cancel";
+// "idle", "running", "done", "cancelled".
+const char* purge_action_name(frame::PurgeAction a);
+std::optional<frame::PurgeAction> parse_purge_action(std::string_view text);
+const char* purge_state_name(frame::PurgeState s);
+std::optional<frame::PurgeState> parse_purge_state(std::string_view text);
+// The "type" of a message: "register", "heartbeat", ...
+const char* type_name(const Message& m);
+
+}  // namespace imhash::control

@@ -1,0 +1,76 @@
+// AdminBackend: what the admin API (HTTP/JSON, config_server/admin_http.h) asks of the config
+// server. Each call returns an HTTP status and a JSON body; errors carry {"error": "sentence"}.
+// The HTTP layer does the parsing and validation of the request syntax; the backend judges the
+// request against the cluster state (unknown server, overlapping range, ...).
+//
+// Thread rules: called on the config server's main io_context thread only.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/frame_protocol.h"
+#include "common/routing_table.h"
+
+namespace imhash {
+
+struct AdminResult {
+  unsigned status = 200;  // HTTP status: 200, 400 (bad request), 404 (unknown), 409 (conflict),
+                          // 503 (cannot be done now, e.g. state not writable)
+  boost::json::value body;
+
+  static AdminResult ok(boost::json::value body) { return {200, std::move(body)}; }
+  static AdminResult error(unsigned status, const std::string& sentence) {
+    return {status, boost::json::object{{"error", sentence}}};
+  }
+};
+
+struct ServerSpec {
+  std::string name;
+  std::optional<std::string> address;  // absent: take it from the registered node of that name
+  std::optional<uint32_t> shards;      // absent: from the registered node
+  uint32_t weight = 1;
+};
+
+class AdminBackend {
+ public:
+  virtual ~AdminBackend() = default;
+
+  // GET /v1/status: {"version", "mode", "converged", "nodes": [...], "purges": [...]}
+  virtual AdminResult status() = 0;
+  // GET /v1/table: the current table, as in a table file, plus nothing else.
+  virtual AdminResult table() = 0;
+  // GET /v1/history?limit=N: {"versions": [{"version", "time", "change", "table"}...]} newest first.
+  virtual AdminResult history(uint64_t limit) = 0;
+  // GET /v1/servers: {"servers": [{"name","address","shards","weight","state","records"}...]}
+  virtual AdminResult servers() = 0;
+  // GET /v1/where/ID: {"id", "server", "shard", "address", "version"}
+  virtual AdminResult where(uint64_t id) = 0;
+
+  // Changes: each writes a new version durably, pushes it, and answers
+  // {"version": N, "change": "what changed", "table": {...}}.
+  // POST /v1/mode {"mode": "modulo"|"range"|"ring", "modulo_hash": "mix"|"identity" (optional)}
+  virtual AdminResult set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) = 0;
+  // POST /v1/servers {"servers": [{"name", "address"?, "shards"?, "weight"?}...]}
+  virtual AdminResult add_servers(const std::vector<ServerSpec>& servers) = 0;
+  // POST /v1/servers/remove {"names": [...]}
+  virtual AdminResult remove_servers(const std::vector<std::string>& names) = 0;
+  // POST /v1/assign {"lo", "hi", "server"}   (ids as JSON numbers or decimal strings)
+  virtual AdminResult assign(uint64_t lo, uint64_t hi, const std::string& server) = 0;
+  // POST /v1/split {"at"}
+  virtual AdminResult split(uint64_t at) = 0;
+  // POST /v1/merge {"lo", "hi"}
+  virtual AdminResult merge(uint64_t lo, uint64_t hi) = 0;
+
+  // POST /v1/purge {"server", "kind": "not_owned"|"older_than"|"all"|"cancel", "age_s"?}
+  // answers {"server", "purge": {...progress...}}
+  virtual AdminResult purge(const std::string& server, frame::PurgeAction kind,
+                            uint32_t age_seconds) = 0;
+  // GET /v1/purge: {"purges": [{"server", "shard", "kind", "state", "scanned", "total", "deleted"}...]}
+  virtual AdminResult purge_status() = 0;
+};
+
+}  // namespace imhash

@@ -1,0 +1,470 @@
+#include "config_server/config_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace imhash {
+
+using frame::PurgeAction;
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+json::value table_value(const Table& t) {
+  boost::system::error_code ec;
+  return json::parse(table_to_json(t), ec);
+}
+
+const char* purge_action_name(PurgeAction a) {
+  switch (a) {
+    case PurgeAction::kStatus: return "status";
+    case PurgeAction::kNotOwned: return "not_owned";
+    case PurgeAction::kOlderThan: return "older_than";
+    case PurgeAction::kAll: return "all";
+    case PurgeAction::kCancel: return "cancel";
+  }
+  return "?";
+}
+
+const char* purge_state_name(frame::PurgeState s) {
+  switch (s) {
+    case frame::PurgeState::kIdle: return "idle";
+    case frame::PurgeState::kRunning: return "running";
+    case frame::PurgeState::kDone: return "done";
+    case frame::PurgeState::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
+                             ConfigServiceSettings settings)
+    : ctx_(ctx), store_(store), settings_(settings), timer_(ctx) {
+  if (store_.current()) router_ = Router::compile(*store_.current());
+}
+
+void ConfigService::start() {
+  timer_.expires_after(settings_.heartbeat / 2);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    tick();
+    start();
+  });
+}
+
+void ConfigService::stop() {
+  timer_.cancel();
+  for (auto& [key, n] : nodes_) {
+    if (n.session) n.session->close();
+  }
+}
+
+ConfigService::Node* ConfigService::find(const std::string& role, const std::string& name) {
+  auto it = nodes_.find(role + "/" + name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node links
+
+void ConfigService::on_message(NodeSession& session, const control::Message& m) {
+  const int64_t now = now_ns();
+  if (const auto* reg = std::get_if<control::Register>(&m)) {
+    if (reg->role != "hash" && reg->role != "login") {
+      spdlog::warn("node {} registered with unknown role '{}'", session.peer(), reg->role);
+      session.close();
+      return;
+    }
+    const std::string key = reg->role + "/" + reg->name;
+    Node& n = nodes_[key];
+    if (n.session && n.session != &session) {
+      spdlog::warn("{} registered again from {}: dropping its older link", key, session.peer());
+      n.session->key.clear();
+      n.session->close();
+    }
+    const bool was_up = n.up;
+    n.role = reg->role;
+    n.name = reg->name;
+    n.address = reg->address;
+    n.shards = reg->shards;
+    n.pid = reg->pid;
+    n.version = reg->version;
+    n.last_heard_ns = now;
+    n.up = true;
+    n.session = &session;
+    session.key = key;
+    spdlog::info("{} {} at {} (pid {}, version {}){}", was_up ? "re-registered" : "registered",
+                 key, n.address, n.pid, n.version, was_up ? "" : ": up");
+    session.send(control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()),
+                                  store_.version()});
+    // A hash server that is not in the table holds nothing it may serve: if it was removed and
+    // came back, its records are stale. It purges everything before it can get ids again.
+    if (n.role == "hash" && router_ && router_->table().server_index(n.name) < 0) {
+      n.rejoin_purge = true;
+      send_purge(n, PurgeAction::kAll, 0);
+    }
+    if (router_ && n.version < router_->version()) push(n);
+    return;
+  }
+
+  auto it = nodes_.find(session.key);
+  if (it == nodes_.end()) {
+    spdlog::warn("node link {}: message before register; closing", session.peer());
+    session.close();
+    return;
+  }
+  Node& n = it->second;
+  n.last_heard_ns = now;
+  if (!n.up) spdlog::info("{} is up again", session.key);
+  n.up = true;
+  if (const auto* hb = std::get_if<control::Heartbeat>(&m)) {
+    n.version = std::max(n.version, hb->version);
+    n.stats = hb->stats;
+    // A node behind the current version missed a push (or asks for the table after a MOVED):
+    // push again, at most once per heartbeat interval.
+    if (router_ && hb->version < router_->version() &&
+        now - n.last_push_ns > std::chrono::nanoseconds(settings_.heartbeat).count()) {
+      push(n);
+    }
+  } else if (const auto* ack = std::get_if<control::Ack>(&m)) {
+    n.version = std::max(n.version, ack->version);
+    check_convergence();
+  } else if (const auto* rep = std::get_if<control::PurgeReport>(&m)) {
+    n.purges = rep->shards;
+    if (n.rejoin_purge) {
+      const bool done = std::all_of(rep->shards.begin(), rep->shards.end(), [](const auto& s) {
+        return s.state != frame::PurgeState::kRunning;
+      });
+      if (done && !rep->shards.empty()) {
+        n.rejoin_purge = false;
+        spdlog::info("{}: stale records purged; it may be added back", session.key);
+      }
+    }
+  }
+}
+
+void ConfigService::on_disconnect(NodeSession& session) {
+  auto it = nodes_.find(session.key);
+  if (it == nodes_.end() || it->second.session != &session) return;
+  it->second.session = nullptr;
+  spdlog::info("{} disconnected", session.key);
+}
+
+void ConfigService::push(Node& n) {
+  if (!n.session || !router_) return;
+  control::TablePush p;
+  p.table = router_->table();
+  if (const Table* prev = store_.at_version(router_->version() - 1)) p.previous = *prev;
+  p.grace_ms = static_cast<uint32_t>(settings_.grace.count());
+  n.session->send(p);
+  n.last_push_ns = now_ns();
+}
+
+void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
+  if (!n.session) return;
+  n.session->send(control::PurgeCommand{action, age_seconds});
+  spdlog::info("purge {} sent to {}", purge_action_name(action), n.name);
+}
+
+void ConfigService::tick() {
+  const int64_t now = now_ns();
+  const int64_t down_after = std::chrono::nanoseconds(settings_.heartbeat).count() *
+                             settings_.missed_heartbeats_down;
+  for (auto& [key, n] : nodes_) {
+    if (n.up && now - n.last_heard_ns > down_after) {
+      n.up = false;
+      spdlog::warn("{} is DOWN: {} heartbeats missed", key, settings_.missed_heartbeats_down);
+      if (n.role == "hash" && settings_.failover_auto) failover(n);
+    }
+  }
+  check_convergence();
+  maybe_auto_purge();
+}
+
+void ConfigService::failover(Node& n) {
+  if (!router_ || router_->table().server_index(n.name) < 0) return;
+  if (router_->table().servers.size() < 2) {
+    spdlog::error("failover: {} is DOWN but it is the only hash server", n.name);
+    return;
+  }
+  auto r = apply(remove_server(router_->table(), n.name), "failover: removed " + n.name + " (DOWN)");
+  if (r.status != 200) spdlog::error("failover of {} failed: {}", n.name, json::serialize(r.body));
+}
+
+void ConfigService::check_convergence() {
+  if (!router_ || convergence_.reached_ms || convergence_.version != router_->version()) return;
+  for (const auto& [key, n] : nodes_) {
+    if (n.up && n.version < convergence_.version) return;
+  }
+  convergence_.reached_ms = static_cast<double>(now_ns() - convergence_.started_ns) / 1e6;
+  spdlog::info("version {} reached every node in {:.1f} ms", convergence_.version,
+               *convergence_.reached_ms);
+}
+
+void ConfigService::maybe_auto_purge() {
+  if (!pending_purge_ || !router_) return;
+  if (pending_purge_->version != router_->version()) return;
+  if (now_ns() < pending_purge_->not_before_ns) return;
+  // Old copies become garbage only once no login server can still read them: every login server
+  // and hash server that is up runs the new version.
+  for (const auto& [key, n] : nodes_) {
+    if (n.up && n.version < pending_purge_->version) return;
+  }
+  for (const std::string& name : pending_purge_->servers) {
+    if (Node* n = find("hash", name); n && n->up) send_purge(*n, PurgeAction::kNotOwned, 0);
+  }
+  pending_purge_.reset();
+}
+
+AdminResult ConfigService::apply(TableResult next, const std::string& change) {
+  if (!next.table) return AdminResult::error(400, next.error);
+  Table t = std::move(*next.table);
+  t.version = store_.version() + 1;
+  std::optional<Table> previous = store_.current();
+  if (auto err = store_.commit(t, change); !err.empty()) {
+    spdlog::error("cannot persist version {}: {}", t.version, err);
+    return AdminResult::error(503, "cannot persist the new table: " + err);
+  }
+  router_ = Router::compile(t);
+  spdlog::info("version {}: {}", t.version, change);
+  convergence_ = Convergence{t.version, now_ns(), std::nullopt};
+  if (previous && settings_.auto_purge) {
+    PendingPurge p{t.version,
+                   now_ns() + std::chrono::nanoseconds(settings_.grace).count(),
+                   {}};
+    for (const auto& s : previous->servers) p.servers.push_back(s.name);
+    pending_purge_ = std::move(p);
+  }
+  for (auto& [key, n] : nodes_) push(n);
+  check_convergence();
+  return AdminResult::ok(change_result(change));
+}
+
+json::object ConfigService::change_result(const std::string& change) {
+  return json::object{{"version", store_.version()},
+                      {"change", change},
+                      {"table", table_value(*store_.current())}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admin API
+
+json::object ConfigService::node_json(const Node& n) const {
+  const double heard_ms = static_cast<double>(now_ns() - n.last_heard_ns) / 1e6;
+  json::object o{{"role", n.role},
+                 {"name", n.name},
+                 {"address", n.address},
+                 {"state", n.up ? "up" : "down"},
+                 {"connected", n.session != nullptr},
+                 {"version", n.version},
+                 {"last_heartbeat_ms", static_cast<int64_t>(heard_ms)},
+                 {"pid", n.pid},
+                 {"stats", n.stats}};
+  if (n.role == "hash") {
+    o["shards"] = n.shards;
+    o["in_table"] = router_ && router_->table().server_index(n.name) >= 0;
+    if (n.rejoin_purge) o["rejoin_purge"] = true;
+  }
+  return o;
+}
+
+AdminResult ConfigService::status() {
+  json::array nodes;
+  bool converged = router_ != nullptr;
+  for (const auto& [key, n] : nodes_) {
+    nodes.push_back(node_json(n));
+    if (n.up && router_ && n.version < router_->version()) converged = false;
+  }
+  json::object o{{"version", store_.version()},
+                 {"mode", router_ ? to_string(router_->mode()) : "none"},
+                 {"converged", converged},
+                 {"nodes", std::move(nodes)},
+                 {"purges", purge_status().body.as_object()["purges"]}};
+  if (convergence_.version) {
+    json::object c{{"version", convergence_.version}};
+    if (convergence_.reached_ms) c["reached_every_node_ms"] = *convergence_.reached_ms;
+    o["last_change"] = std::move(c);
+  }
+  if (pending_purge_) {
+    o["pending_purge"] = json::object{{"version", pending_purge_->version},
+                                      {"servers", json::value_from(pending_purge_->servers)}};
+  }
+  return AdminResult::ok(std::move(o));
+}
+
+AdminResult ConfigService::table() {
+  if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
+  return AdminResult::ok(table_value(router_->table()));
+}
+
+AdminResult ConfigService::history(uint64_t limit) {
+  json::array versions;
+  for (const auto& h : store_.history()) {
+    if (versions.size() >= limit) break;
+    versions.push_back(json::object{{"version", h.version},
+                                    {"time", h.time},
+                                    {"change", h.change},
+                                    {"table", table_value(h.table)}});
+  }
+  return AdminResult::ok(json::object{{"versions", std::move(versions)}});
+}
+
+AdminResult ConfigService::servers() {
+  json::array out;
+  if (router_) {
+    for (const auto& s : router_->table().servers) {
+      json::object o{{"name", s.name},      {"address", s.address}, {"shards", s.shards},
+                     {"weight", s.weight},  {"state", "unknown"}};
+      if (const Node* n = find("hash", s.name)) {
+        o["state"] = n->up ? "up" : "down";
+        if (const auto* r = n->stats.if_contains("records")) o["records"] = *r;
+      }
+      out.push_back(std::move(o));
+    }
+  }
+  return AdminResult::ok(json::object{{"servers", std::move(out)}});
+}
+
+AdminResult ConfigService::where(uint64_t id) {
+  if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
+  const Route r = router_->route(id);
+  const ServerInfo& s = router_->table().servers[r.server];
+  return AdminResult::ok(json::object{{"id", id},
+                                      {"server", s.name},
+                                      {"shard", r.shard},
+                                      {"address", s.address},
+                                      {"version", router_->version()}});
+}
+
+AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) {
+  if (!router_) return AdminResult::error(409, "there is no table yet: add a hash server first");
+  TableResult next = imhash::set_mode(router_->table(), mode);
+  std::string change = std::string("mode ") + to_string(mode);
+  if (next.table && modulo_hash) {
+    next.table->modulo_hash = *modulo_hash;
+    change += std::string(" (") + to_string(*modulo_hash) + ")";
+  }
+  return apply(std::move(next), change);
+}
+
+AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
+  if (specs.empty()) return AdminResult::error(400, "no server named");
+  Table t;
+  if (router_) {
+    t = router_->table();
+  } else {
+    t.mode = settings_.initial_mode;
+  }
+  std::string change = "added";
+  for (const ServerSpec& spec : specs) {
+    ServerInfo s{spec.name, spec.address.value_or(""), spec.shards.value_or(0), spec.weight};
+    const Node* node = find("hash", spec.name);
+    if (node && node->rejoin_purge) {
+      return AdminResult::error(409, spec.name + " is still purging the records it held before it "
+                                                 "was removed; try again when that is done");
+    }
+    if (!spec.address || !spec.shards) {
+      if (!node) {
+        return AdminResult::error(404, "unknown server " + spec.name +
+                                           ": no hash server of that name has registered; give "
+                                           "its address and shards (NAME=HOST:PORT/SHARDS)");
+      }
+      if (!spec.address) s.address = node->address;
+      if (!spec.shards) s.shards = node->shards;
+    }
+    TableResult r;
+    if (t.servers.empty()) {
+      t.servers.push_back(s);
+      if (t.mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
+      r.table = t;
+    } else {
+      r = add_server(t, s);
+    }
+    if (!r.table) return AdminResult::error(400, r.error);
+    t = std::move(*r.table);
+    change += " " + spec.name;
+  }
+  return apply(TableResult{std::move(t), ""}, "server " + change);
+}
+
+AdminResult ConfigService::remove_servers(const std::vector<std::string>& names) {
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  Table t = router_->table();
+  std::string change = "server removed";
+  for (const auto& name : names) {
+    if (t.server_index(name) < 0) return AdminResult::error(404, "unknown server " + name);
+    auto r = remove_server(t, name);
+    if (!r.table) return AdminResult::error(400, r.error);
+    t = std::move(*r.table);
+    change += " " + name;
+  }
+  return apply(TableResult{std::move(t), ""}, change);
+}
+
+AdminResult ConfigService::assign(uint64_t lo, uint64_t hi, const std::string& server) {
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  if (router_->table().server_index(server) < 0) {
+    return AdminResult::error(404, "unknown server " + server);
+  }
+  return apply(assign_range(router_->table(), lo, hi, server),
+               "assign " + format_id_range(lo, hi) + " to " + server);
+}
+
+AdminResult ConfigService::split(uint64_t at) {
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  return apply(split_range(router_->table(), at), "split at " + std::to_string(at));
+}
+
+AdminResult ConfigService::merge(uint64_t lo, uint64_t hi) {
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  return apply(merge_ranges(router_->table(), lo, hi), "merge " + format_id_range(lo, hi));
+}
+
+AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
+                                 uint32_t age_seconds) {
+  Node* n = find("hash", server);
+  if (!n) return AdminResult::error(404, "unknown hash server " + server);
+  if (!n->session) return AdminResult::error(503, server + " is not connected");
+  send_purge(*n, kind, age_seconds);
+  json::array shards;
+  for (const auto& p : n->purges) {
+    shards.push_back(json::object{{"shard", p.shard},
+                                  {"state", purge_state_name(p.state)},
+                                  {"kind", purge_action_name(p.kind)},
+                                  {"scanned", p.scanned},
+                                  {"total", p.total},
+                                  {"deleted", p.deleted}});
+  }
+  return AdminResult::ok(json::object{{"server", server},
+                                      {"requested", purge_action_name(kind)},
+                                      {"shards", std::move(shards)}});
+}
+
+AdminResult ConfigService::purge_status() {
+  json::array out;
+  for (const auto& [key, n] : nodes_) {
+    for (const auto& p : n.purges) {
+      if (p.state == frame::PurgeState::kIdle) continue;
+      out.push_back(json::object{{"server", n.name},
+                                 {"shard", p.shard},
+                                 {"kind", purge_action_name(p.kind)},
+                                 {"state", purge_state_name(p.state)},
+                                 {"scanned", p.scanned},
+                                 {"total", p.total},
+                                 {"deleted", p.deleted}});
+    }
+  }
+  return AdminResult::ok(json::object{{"purges", std::move(out)}});
+}
+
+}  // namespace imhash

@@ -1,0 +1,112 @@
+// ConfigService: the config server's core (DESIGN §3–§5). It owns the durable table history, the
+// registry of nodes that dialled in, pushes every new version to all of them and tracks their
+// acknowledgements, watches heartbeats (three missed: DOWN), fails over DOWN hash servers when
+// asked to, and sends lazy purges: automatically to old owners once every login server runs the new
+// version and the grace period has passed, on demand through the admin API, and "purge all" to a
+// hash server that comes back after it was removed from the table.
+//
+// Not thread-safe: everything runs on the config server's main io_context thread.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/control_protocol.h"
+#include "common/router.h"
+#include "config_server/admin_backend.h"
+#include "config_server/node_session.h"
+#include "config_server/state_store.h"
+
+namespace imhash {
+
+struct ConfigServiceSettings {
+  std::chrono::milliseconds heartbeat{1000};
+  uint32_t missed_heartbeats_down = 3;
+  std::chrono::milliseconds grace{60000};  // fallback reads at the previous owner after a change
+  bool failover_auto = false;
+  bool auto_purge = true;
+  RoutingMode initial_mode = RoutingMode::kRing;
+};
+
+class ConfigService final : public AdminBackend {
+ public:
+  ConfigService(boost::asio::io_context& ctx, StateStore& store, ConfigServiceSettings settings);
+
+  void start();  // the watchdog timer
+  void stop();   // closes every node link
+
+  // From node sessions.
+  void on_message(NodeSession& session, const control::Message& m);
+  void on_disconnect(NodeSession& session);
+
+  // AdminBackend.
+  AdminResult status() override;
+  AdminResult table() override;
+  AdminResult history(uint64_t limit) override;
+  AdminResult servers() override;
+  AdminResult where(uint64_t id) override;
+  AdminResult set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) override;
+  AdminResult add_servers(const std::vector<ServerSpec>& servers) override;
+  AdminResult remove_servers(const std::vector<std::string>& names) override;
+  AdminResult assign(uint64_t lo, uint64_t hi, const std::string& server) override;
+  AdminResult split(uint64_t at) override;
+  AdminResult merge(uint64_t lo, uint64_t hi) override;
+  AdminResult purge(const std::string& server, frame::PurgeAction kind,
+                    uint32_t age_seconds) override;
+  AdminResult purge_status() override;
+
+ private:
+  struct Node {
+    std::string role;  // "hash" or "login"
+    std::string name;
+    std::string address;
+    uint32_t shards = 0;
+    uint64_t pid = 0;
+    uint64_t version = 0;  // acknowledged
+    int64_t last_heard_ns = 0;
+    int64_t last_push_ns = 0;
+    bool up = false;
+    bool rejoin_purge = false;  // purging everything after it came back removed
+    boost::json::object stats;
+    std::vector<control::PurgeShard> purges;
+    NodeSession* session = nullptr;
+  };
+  struct Convergence {
+    uint64_t version = 0;
+    int64_t started_ns = 0;
+    std::optional<double> reached_ms;  // when every node that is up acknowledged it
+  };
+  struct PendingPurge {
+    uint64_t version = 0;
+    int64_t not_before_ns = 0;
+    std::vector<std::string> servers;  // hash servers that may hold ids they no longer own
+  };
+
+  // Validates, writes durably, pushes. `next` has the current version; the new one is +1.
+  AdminResult apply(TableResult next, const std::string& change);
+  void push(Node& node);
+  void send_purge(Node& node, frame::PurgeAction action, uint32_t age_seconds);
+  void tick();
+  void check_convergence();
+  void maybe_auto_purge();
+  void failover(Node& node);
+  boost::json::object node_json(const Node& n) const;
+  Node* find(const std::string& role, const std::string& name);
+  boost::json::object change_result(const std::string& change);
+
+  boost::asio::io_context& ctx_;
+  StateStore& store_;
+  const ConfigServiceSettings settings_;
+  boost::asio::steady_timer timer_;
+  std::map<std::string, Node> nodes_;  // "role/name"
+  std::shared_ptr<const Router> router_;
+  Convergence convergence_;
+  std::optional<PendingPurge> pending_purge_;
+};
+
+}  // namespace imhash

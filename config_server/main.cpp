@@ -1,0 +1,117 @@
+// config_server: owns the routing table and its history, pushes every change to all nodes, watches
+// heartbeats, and serves the admin API that imctl uses.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio.hpp>
+
+#include "common/options.h"
+#include "config_server/admin_http.h"
+#include "config_server/config_service.h"
+#include "config_server/node_session.h"
+#include "config_server/state_store.h"
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace imhash;
+
+std::string address_of(const tcp::endpoint& ep) {
+  const std::string host =
+      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+  return host + ":" + std::to_string(ep.port());
+}
+
+asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& service) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+    if (!acceptor.is_open()) co_return;
+    if (ec) {
+      spdlog::warn("node accept: {}", ec.message());
+      continue;
+    }
+    std::make_shared<NodeSession>(std::move(socket), service)->start();
+  }
+}
+
+int config_server_main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  Options opts("config_server",
+               "owns the routing table, pushes changes to every node, serves the admin API");
+  opts.add()("listen", po::value<std::string>()->default_value("127.0.0.1:7000"),
+             "HOST:PORT for hash and login servers to dial (port 0: pick a free port)")(
+      "admin", po::value<std::string>()->default_value("127.0.0.1:7100"),
+      "HOST:PORT of the HTTP/JSON admin API used by imctl (loopback unless told otherwise)")(
+      "state-dir", po::value<std::string>()->required(),
+      "directory for the durable state (tables and history)")(
+      "heartbeat-ms", po::value<uint32_t>()->default_value(1000),
+      "heartbeat interval the nodes are told to use; three missed: DOWN")(
+      "grace-ms", po::value<uint32_t>()->default_value(60000),
+      "after a change, how long login servers retry missed lookups at the previous owner "
+      "(two client heartbeat intervals); old copies are purged after it")(
+      "failover", po::value<std::string>()->default_value("off"),
+      "auto: move a DOWN hash server's ids to the others in a new version; off: only report it")(
+      "auto-purge", po::value<std::string>()->default_value("on"),
+      "on: purge ids old owners no longer own once every node runs the new version and the grace "
+      "period passed; off: only on demand (imctl purge)")(
+      "initial-mode", po::value<std::string>()->default_value("ring"),
+      "routing mode of the first table (modulo, range or ring)");
+  if (auto code = opts.parse(argc, argv)) return *code;
+
+  ConfigServiceSettings settings;
+  settings.heartbeat = std::chrono::milliseconds(opts.get<uint32_t>("heartbeat-ms"));
+  if (settings.heartbeat.count() < 10) throw UsageError("--heartbeat-ms must be at least 10");
+  settings.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
+  const auto failover = opts.get<std::string>("failover");
+  if (failover != "auto" && failover != "off") throw UsageError("--failover must be auto or off");
+  settings.failover_auto = failover == "auto";
+  const auto auto_purge = opts.get<std::string>("auto-purge");
+  if (auto_purge != "on" && auto_purge != "off") throw UsageError("--auto-purge must be on or off");
+  settings.auto_purge = auto_purge == "on";
+  const auto mode = parse_mode(opts.get<std::string>("initial-mode"));
+  if (!mode) throw UsageError("--initial-mode must be modulo, range or ring");
+  settings.initial_mode = *mode;
+  const auto listen = parse_host_port(opts.get<std::string>("listen"), "--listen");
+  const auto admin = parse_host_port(opts.get<std::string>("admin"), "--admin");
+
+  StateStore store(opts.get<std::string>("state-dir"));
+  asio::io_context ctx(1);
+  ConfigService service(ctx, store, settings);
+
+  tcp::resolver resolver(ctx);
+  const auto at = resolver.resolve(listen.host, std::to_string(listen.port)).begin()->endpoint();
+  tcp::acceptor acceptor(ctx);
+  acceptor.open(at.protocol());
+  acceptor.set_option(tcp::acceptor::reuse_address(true));
+  acceptor.bind(at);
+  acceptor.listen();
+  AdminHttpServer admin_server(ctx, service, admin.host, admin.port);
+
+  asio::signal_set signals(ctx, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping", sig);
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    admin_server.stop();
+    service.stop();
+  });
+  service.start();
+  admin_server.start();
+  asio::co_spawn(ctx, accept_nodes(acceptor, service), asio::detached);
+
+  spdlog::info("config server: state in {} (version {}), heartbeat {} ms, grace {} ms, failover {}",
+               store.path(), store.version(), settings.heartbeat.count(), settings.grace.count(),
+               failover);
+  announce_listening(address_of(acceptor.local_endpoint()));
+  announce_listening(admin_server.local_address());
+  ctx.run();
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return imhash::run_main("config_server", config_server_main, argc, argv);
+}

@@ -1,0 +1,43 @@
+// NodeSession: the config server's side of one node link (a hash or login server dialled in;
+// DESIGN §4–§5): reads control messages and hands them to the ConfigService, and queues messages
+// to the node, written in order, one write at a time.
+//
+// Not thread-safe: the config server's main thread only.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/control_protocol.h"
+
+namespace imhash {
+
+class ConfigService;
+
+class NodeSession : public std::enable_shared_from_this<NodeSession> {
+ public:
+  NodeSession(boost::asio::ip::tcp::socket socket, ConfigService& service);
+
+  void start();
+  void send(const control::Message& m);
+  void close();
+  const std::string& peer() const { return peer_; }
+  // The node this link registered as ("hash/hash1"); empty before register.
+  std::string key;
+
+ private:
+  boost::asio::awaitable<void> read_loop();
+  void write_next();
+
+  boost::asio::ip::tcp::socket socket_;
+  ConfigService& service_;
+  std::string peer_;
+  std::vector<uint8_t> queued_;
+  std::vector<uint8_t> writing_;
+  bool write_in_progress_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace imhash

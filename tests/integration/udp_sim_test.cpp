@@ -1,0 +1,460 @@
+// udp_sim, the real binary, against a fake login server that this test runs in a thread on
+// 127.0.0.1:0: a std::unordered_map store answering per DESIGN §1 with the codec, plus faults on
+// demand (a wrong endpoint for some users, dropped first tries, amplified answers). Checks --verify
+// both ways, the JSON summary, retries with the same request_id, --observed, open-loop pacing,
+// exit statuses, and SIGINT.
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/client_protocol.h"
+#include "tests/integration/child_process.h"
+
+using namespace imhash;
+using namespace std::chrono_literals;
+using imhash::test::ChildProcess;
+
+namespace {
+
+namespace cp = imhash::client;
+
+struct Faults {
+  // LOOKUP of these users answers OK with a wrong endpoint (port + 1).
+  std::function<bool(uint64_t)> wrong_endpoint;
+  // The first datagram of every request_id divisible by this is dropped (0: none).
+  uint32_t drop_first_of_every = 0;
+  // LOOKUP answers carry a TOKEN too, making them larger than the 48-byte request.
+  bool amplify = false;
+};
+
+// A single-threaded fake login server: the whole store in one unordered_map, no hash servers.
+// Construct, read port(), let udp_sim run, then stop() (or let the destructor do it) before
+// reading the counters and the store.
+class FakeLoginServer {
+ public:
+  explicit FakeLoginServer(Faults faults = {}) : faults_(std::move(faults)) {
+    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    const int buf = 4 << 20;
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~FakeLoginServer() {
+    stop();
+    close(fd_);
+  }
+
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  uint64_t received() const { return received_; }
+  uint64_t dropped() const { return dropped_; }
+  // Dropped requests that came again with the same request_id and the same bytes / other bytes.
+  uint64_t resent_same() const { return resent_same_; }
+  uint64_t resent_different() const { return resent_different_; }
+  // After stop().
+  const std::unordered_map<uint64_t, Endpoint>& store() const { return store_; }
+
+ private:
+  static constexpr unsigned kBatch = 64;
+
+  static Endpoint source_of(const sockaddr_storage& ss) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(ss);
+    return Endpoint::v4(ntohl(in.sin_addr.s_addr), ntohs(in.sin_port));
+  }
+
+  // Returns the reply's length in `out`, or 0 for no reply.
+  size_t handle(std::span<const uint8_t> in, const sockaddr_storage& from, std::span<uint8_t> out) {
+    ++received_;
+    const cp::Decoded d = cp::decode_request(in);
+    if (d.error != cp::DecodeError::kOk) {
+      const auto status = cp::error_reply_status(d.error);
+      return status ? cp::encode_error_reply(d.header, *status, out) : 0;
+    }
+    const cp::Message& q = d.msg;
+    if (faults_.drop_first_of_every && q.request_id % faults_.drop_first_of_every == 0) {
+      const uint64_t key = uint64_t{source_of(from).port} << 32 | q.request_id;
+      std::vector<uint8_t> bytes(in.begin(), in.end());
+      auto [it, fresh] = dropped_requests_.try_emplace(key, bytes);
+      if (fresh) {
+        ++dropped_;
+        return 0;
+      }
+      ++(it->second == bytes ? resent_same_ : resent_different_);
+    }
+    cp::Message r;
+    r.op = q.op;
+    r.response = true;
+    r.request_id = q.request_id;
+    r.user_id = q.user_id;
+    switch (q.op) {
+      case cp::Op::kLogin:
+      case cp::Op::kHeartbeat:
+        r.endpoint = q.endpoint ? q.endpoint->unmapped() : source_of(from);
+        store_[q.user_id] = *r.endpoint;
+        break;
+      case cp::Op::kLookup: {
+        const auto it = store_.find(q.user_id);
+        if (it == store_.end()) {
+          r.status = cp::Status::kNotFound;
+          break;
+        }
+        r.endpoint = it->second;
+        r.age = 0;
+        if (faults_.wrong_endpoint && faults_.wrong_endpoint(q.user_id)) {
+          r.endpoint->port = static_cast<uint16_t>(r.endpoint->port + 1);
+        }
+        if (faults_.amplify) r.token = cp::Token{q.user_id, 0, {}};
+        break;
+      }
+      case cp::Op::kLogout:
+        store_.erase(q.user_id);
+        break;
+      case cp::Op::kPing:
+        r.table_version = 1;
+        break;
+    }
+    return cp::encode_response(r, out);
+  }
+
+  void loop() {
+    std::vector<std::array<uint8_t, 2048>> in(kBatch);
+    std::vector<std::array<uint8_t, 128>> out(kBatch);
+    std::vector<sockaddr_storage> from(kBatch);
+    std::vector<mmsghdr> rx(kBatch), tx(kBatch);
+    std::vector<iovec> rx_iov(kBatch), tx_iov(kBatch);
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      for (unsigned i = 0; i < kBatch; ++i) {
+        rx_iov[i] = iovec{in[i].data(), in[i].size()};
+        rx[i] = mmsghdr{};
+        rx[i].msg_hdr.msg_name = &from[i];
+        rx[i].msg_hdr.msg_namelen = sizeof from[i];
+        rx[i].msg_hdr.msg_iov = &rx_iov[i];
+        rx[i].msg_hdr.msg_iovlen = 1;
+      }
+      const int n = recvmmsg(fd_, rx.data(), kBatch, MSG_DONTWAIT, nullptr);
+      if (n <= 0) continue;
+      unsigned m = 0;
+      for (int i = 0; i < n; ++i) {
+        const size_t len = handle({in[i].data(), rx[i].msg_len}, from[i], out[m]);
+        if (len == 0) continue;
+        tx_iov[m] = iovec{out[m].data(), len};
+        tx[m] = mmsghdr{};
+        tx[m].msg_hdr.msg_name = &from[i];
+        tx[m].msg_hdr.msg_namelen = rx[i].msg_hdr.msg_namelen;
+        tx[m].msg_hdr.msg_iov = &tx_iov[m];
+        tx[m].msg_hdr.msg_iovlen = 1;
+        ++m;
+      }
+      for (unsigned sent = 0; sent < m;) {
+        const int r = sendmmsg(fd_, tx.data() + sent, m - sent, 0);
+        if (r <= 0) break;  // a full client buffer: the client retries
+        sent += static_cast<unsigned>(r);
+      }
+    }
+  }
+
+  Faults faults_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> received_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> resent_same_{0};
+  std::atomic<uint64_t> resent_different_{0};
+  // Server thread only, until stop().
+  std::unordered_map<uint64_t, Endpoint> store_;
+  std::unordered_map<uint64_t, std::vector<uint8_t>> dropped_requests_;
+};
+
+// Waits for `child` to exit by itself (killing it past `timeout`) and returns its exit status.
+int wait_exit(ChildProcess& child, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (child.running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  return child.stop(SIGKILL);
+}
+
+struct SimRun {
+  int exit_code = -1;
+  boost::json::object summary;
+};
+
+// Runs udp_sim with --json and returns its exit status and parsed summary (the only stdout line).
+SimRun run_json(std::vector<std::string> args, std::chrono::seconds budget) {
+  args.push_back("--json");
+  ChildProcess sim(IMHASH_UDP_SIM, args);
+  const std::string line = sim.wait_for_line("", budget);
+  SimRun r;
+  r.exit_code = wait_exit(sim, 10s);
+  CAPTURE(line);
+  REQUIRE(!line.empty());
+  REQUIRE(line.front() == '{');
+  r.summary = boost::json::parse(line).as_object();
+  return r;
+}
+
+uint64_t num(const boost::json::value& v) { return v.to_number<uint64_t>(); }
+const boost::json::object& obj(const boost::json::object& o, const char* key) {
+  return o.at(key).as_object();
+}
+
+// The invariants every summary keeps, whatever the server did.
+void check_accounting(const boost::json::object& s) {
+  uint64_t requests = 0, replies = 0, no_reply = 0, abandoned = 0;
+  for (const auto& [name, v] : obj(s, "ops")) {
+    CAPTURE(std::string(name));
+    const auto& op = v.as_object();
+    uint64_t by_status = 0;
+    for (const auto& [status, n] : obj(op, "status")) by_status += num(n);
+    CHECK(by_status == num(op.at("replies")));
+    CHECK(num(op.at("requests")) ==
+          num(op.at("replies")) + num(op.at("no_reply")) + num(op.at("abandoned")));
+    CHECK(num(obj(op, "latency_us").at("count")) == num(op.at("replies")));
+    requests += num(op.at("requests"));
+    replies += num(op.at("replies"));
+    no_reply += num(op.at("no_reply"));
+    abandoned += num(op.at("abandoned"));
+  }
+  CHECK(requests == num(s.at("requests")));
+  CHECK(replies == num(s.at("replies")));
+  CHECK(no_reply == num(s.at("no_reply")));
+  CHECK(abandoned == num(s.at("abandoned")));
+  uint64_t by_status = 0;
+  for (const auto& [status, n] : obj(s, "status")) by_status += num(n);
+  CHECK(by_status == replies);
+  CHECK(num(obj(s, "latency_us").at("count")) == replies);
+}
+
+}  // namespace
+
+TEST_CASE("udp_sim: --verify passes against a correct server and the JSON summary adds up") {
+  FakeLoginServer server;
+  const SimRun run = run_json({"--target", server.address(), "--users", "2000", "--duration", "2",
+                               "--verify", "--seed", "7", "--first-user", "100000"},
+                              30s);
+  server.stop();
+  const auto& s = run.summary;
+  CAPTURE(boost::json::serialize(s));
+  CHECK(run.exit_code == 0);
+  check_accounting(s);
+  CHECK(s.at("mode").as_string() == "closed");
+  CHECK(num(s.at("window")) == 64);
+  CHECK(num(s.at("users")) == 2000);
+  CHECK(num(s.at("seed")) == 7);
+  CHECK_FALSE(s.at("interrupted").as_bool());
+  CHECK(s.at("elapsed_s").to_number<double>() >= 2.0);
+
+  const auto& ops = obj(s, "ops");
+  CHECK(num(obj(ops, "LOGIN").at("requests")) >= 2000);  // every user logged in first
+  CHECK(num(obj(ops, "HEARTBEAT").at("requests")) > 0);
+  CHECK(num(obj(ops, "LOOKUP").at("requests")) > 0);
+  CHECK(num(obj(ops, "LOGOUT").at("requests")) > 0);
+  CHECK(num(obj(obj(ops, "LOGIN"), "status").at("OK")) == num(obj(ops, "LOGIN").at("replies")));
+  CHECK(num(s.at("no_reply")) == 0);
+  CHECK(num(s.at("mismatched_replies")) == 0);
+  CHECK(num(s.at("malformed_replies")) == 0);
+  CHECK(num(s.at("amplified_replies")) == 0);
+
+  const auto& v = obj(s, "verify");
+  CHECK(v.at("result").as_string() == "pass");
+  CHECK(num(v.at("verified_ok")) > 1000);
+  CHECK(num(v.at("verify_failed")) == 0);
+  CHECK(num(v.at("echo_checked")) > 2000);
+  CHECK(v.at("failures").as_array().empty());
+
+  // What the server saw agrees with what udp_sim says it sent.
+  const uint64_t sent = num(s.at("requests")) + num(s.at("retries_sent"));
+  CHECK(server.received() <= sent);
+  CHECK(server.received() >= num(s.at("replies")));
+  CHECK(server.store().size() > 1500);  // mostly logged in
+  CHECK(server.store().size() <= 2000);
+  for (const auto& [id, ep] : server.store()) {
+    REQUIRE(id >= 100000);
+    REQUIRE(id < 102000);
+  }
+}
+
+TEST_CASE("udp_sim: a server answering a wrong endpoint for some users fails --verify (exit 1)") {
+  Faults faults;
+  faults.wrong_endpoint = [](uint64_t id) { return id % 97 == 0; };
+  FakeLoginServer server(faults);
+  const SimRun run = run_json(
+      {"--target", server.address(), "--users", "1000", "--duration", "1", "--verify"}, 30s);
+  const auto& s = run.summary;
+  CAPTURE(boost::json::serialize(s));
+  CHECK(run.exit_code == 1);
+  check_accounting(s);
+  const auto& v = obj(s, "verify");
+  CHECK(v.at("result").as_string() == "fail");
+  CHECK(num(v.at("verify_failed")) > 0);
+  CHECK(num(v.at("verified_ok")) > 0);  // the other users are fine
+  const auto& failures = v.at("failures").as_array();
+  REQUIRE_FALSE(failures.empty());
+  CHECK(failures.size() <= 10);
+  for (const auto& f : failures) {
+    const auto& o = f.as_object();
+    CHECK(num(o.at("user")) % 97 == 0);
+    CHECK(o.at("op").as_string() == "LOOKUP");
+    CHECK(o.at("expected").as_string() != o.at("got").as_string());
+  }
+  CHECK(s.at("exit_code").to_number<int>() == 1);
+}
+
+TEST_CASE("udp_sim: lost datagrams are retried with the same request_id and bytes") {
+  Faults faults;
+  faults.drop_first_of_every = 5;
+  FakeLoginServer server(faults);
+  const SimRun run = run_json({"--target", server.address(), "--users", "300", "--duration", "1",
+                               "--verify", "--timeout-ms", "30", "--window", "16"},
+                              30s);
+  server.stop();
+  const auto& s = run.summary;
+  CAPTURE(boost::json::serialize(s));
+  CHECK(run.exit_code == 0);
+  check_accounting(s);
+  CHECK(server.dropped() > 10);
+  CHECK(num(s.at("retries_sent")) >= server.resent_same());
+  CHECK(server.resent_same() > 0);
+  CHECK(server.resent_same() + num(s.at("abandoned")) >= server.dropped());
+  CHECK(server.resent_different() == 0);
+  CHECK(num(s.at("no_reply")) == 0);
+  CHECK(obj(s, "verify").at("result").as_string() == "pass");
+}
+
+TEST_CASE("udp_sim: amplified answers are counted and fail --verify") {
+  Faults faults;
+  faults.amplify = true;
+  FakeLoginServer server(faults);
+  const SimRun run = run_json(
+      {"--target", server.address(), "--users", "200", "--duration", "1", "--verify"}, 30s);
+  const auto& s = run.summary;
+  CAPTURE(boost::json::serialize(s));
+  CHECK(run.exit_code == 1);
+  CHECK(num(s.at("amplified_replies")) > 0);
+  CHECK(obj(s, "verify").at("result").as_string() == "fail");
+}
+
+TEST_CASE("udp_sim: --observed registers the sockets' own addresses") {
+  FakeLoginServer server;
+  const SimRun run = run_json({"--target", server.address(), "--users", "500", "--duration", "1",
+                               "--verify", "--observed", "--sockets", "3"},
+                              30s);
+  server.stop();
+  const auto& s = run.summary;
+  CAPTURE(boost::json::serialize(s));
+  CHECK(run.exit_code == 0);
+  CHECK(obj(s, "verify").at("result").as_string() == "pass");
+  CHECK(num(obj(s, "verify").at("echo_checked")) >= 500);
+  std::unordered_set<uint16_t> ports;
+  for (const auto& [id, ep] : server.store()) {
+    CHECK(ep.family == 4);
+    CHECK(ep.v4_host_order() == 0x7f000001u);
+    ports.insert(ep.port);
+  }
+  CHECK(ports.size() == 3);
+}
+
+TEST_CASE("udp_sim: open loop sends on its schedule") {
+  FakeLoginServer server;
+  const SimRun run = run_json(
+      {"--target", server.address(), "--users", "100", "--duration", "1", "--rate", "2000"}, 30s);
+  const auto& s = run.summary;
+  CAPTURE(boost::json::serialize(s));
+  CHECK(run.exit_code == 0);
+  check_accounting(s);
+  CHECK(s.at("mode").as_string() == "open");
+  // Requests due in [start, start + 1 s): exactly 2000, sent or (if the machine stalled) unsent.
+  CHECK(num(s.at("requests")) + num(s.at("unsent")) == 2000);
+  CHECK(num(s.at("requests")) >= 1900);
+}
+
+TEST_CASE("udp_sim: no server at the target exits 69") {
+  // A port that was free a moment ago: nothing listens there.
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  close(fd);
+  const SimRun run = run_json({"--target", "127.0.0.1:" + std::to_string(ntohs(a.sin_port)),
+                               "--users", "10", "--duration", "1", "--timeout-ms", "50"},
+                              30s);
+  CHECK(run.exit_code == 69);
+  CHECK(num(run.summary.at("replies")) == 0);
+  CHECK(num(run.summary.at("requests")) > 0);
+}
+
+TEST_CASE("udp_sim: bad command lines exit 64 at once") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--target", "127.0.0.1:9", "--users", "10", "--rate", "100", "--window", "8"},
+      {"--target", "127.0.0.1:9", "--users", "0"},
+      {"--target", "no.such.host.invalid:9", "--users", "10"},
+      {"--target", "127.0.0.1", "--users", "10"},
+      {"--target", "127.0.0.1:9", "--users", "10", "--mix", "lookup=1,ping=2"},
+      {"--target", "127.0.0.1:9", "--users", "10", "--duration", "0"},
+      {"--users", "10"},
+  };
+  for (const auto& args : bad) {
+    std::string command_line;
+    for (const auto& a : args) command_line += a + " ";
+    CAPTURE(command_line);
+    ChildProcess sim(IMHASH_UDP_SIM, args);
+    CHECK(wait_exit(sim, 15s) == 64);
+  }
+}
+
+TEST_CASE("udp_sim: SIGINT ends the run early and still prints the summary") {
+  FakeLoginServer server;
+  ChildProcess sim(IMHASH_UDP_SIM,
+                   {"--target", server.address(), "--users", "100", "--duration", "120"});
+  const std::string progress = sim.wait_for_line("done ", 20s);  // the first progress line
+  CHECK(progress.find("p99") != std::string::npos);
+  CHECK(sim.stop(SIGINT, 10s) == 0);
+  // The summary is still in the pipe.
+  CHECK(sim.wait_for_line("elapsed", 5s).find("(interrupted)") != std::string::npos);
+  CHECK(sim.wait_for_line("LOOKUP", 5s).find("OK=") != std::string::npos);
+  sim.wait_for_line("verify: off", 5s);
+}
+
+// A measurement, not a test: run by hand with
+//   integration_tests --no-skip -tc='udp_sim: closed-loop throughput*'
+TEST_CASE("udp_sim: closed-loop throughput against the fake server" * doctest::skip()) {
+  FakeLoginServer server;
+  const SimRun run = run_json(
+      {"--target", server.address(), "--users", "100000", "--duration", "3", "--window", "64"},
+      60s);
+  const auto& s = run.summary;
+  MESSAGE("requests_per_s " << s.at("requests_per_s").to_number<double>() << ", p50 "
+                            << num(obj(s, "latency_us").at("p50")) << " us, p99 "
+                            << num(obj(s, "latency_us").at("p99")) << " us");
+  CHECK(run.exit_code == 0);
+}

@@ -1,0 +1,383 @@
+#include "common/control_protocol.h"
+
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace imhash;
+using namespace imhash::control;
+
+namespace {
+
+Table modulo_table(uint64_t version) {
+  Table t;
+  t.version = version;
+  t.mode = RoutingMode::kModulo;
+  t.servers = {{"hash1", "127.0.0.1:7001", 4, 1}, {"hash2", "127.0.0.1:7002", 2, 3}};
+  return t;
+}
+
+Table range_table(uint64_t version) {
+  Table t = modulo_table(version);
+  t.mode = RoutingMode::kRange;
+  t.ranges = {{0, 2000, "hash1"}, {2001, ~0ULL, "hash2"}};
+  return t;
+}
+
+std::vector<Message> samples() {
+  std::vector<Message> v;
+  v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 12, 4242});
+  v.push_back(Register{Role::kLogin, "login-a", "[::1]:9000", 0, 0, 1});
+  v.push_back(Register{Role::kLogin, "\xc3\xa9t\xc3\xa9 \"q\" \\", "", 0, ~0ULL, ~0ULL});
+  v.push_back(Heartbeat{7, boost::json::object{{"records", 1000},
+                                               {"big", ~0ULL},
+                                               {"negative", -5},
+                                               {"ratio", 0.5}}});
+  v.push_back(Heartbeat{0, {}});
+  v.push_back(Ack{~0ULL});
+  v.push_back(Ack{0});
+  v.push_back(PurgeReport{});
+  v.push_back(PurgeReport{{{0, frame::PurgeState::kRunning, frame::PurgeAction::kNotOwned, 10, 1024,
+                            3},
+                           {1, frame::PurgeState::kDone, frame::PurgeAction::kOlderThan, 1024,
+                            1024, 1000},
+                           {1023, frame::PurgeState::kCancelled, frame::PurgeAction::kAll, ~0ULL,
+                            ~0ULL, ~0ULL},
+                           {7, frame::PurgeState::kIdle, frame::PurgeAction::kStatus, 0, 0, 0}}});
+  v.push_back(Welcome{1000, 3});
+  v.push_back(Welcome{0, ~0ULL});
+  v.push_back(TablePush{range_table(~0ULL), modulo_table(~0ULL - 1), 60000});
+  v.push_back(TablePush{modulo_table(1), std::nullopt, 0});
+  for (auto a : {frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned,
+                 frame::PurgeAction::kOlderThan, frame::PurgeAction::kAll,
+                 frame::PurgeAction::kCancel}) {
+    v.push_back(PurgeCommand{a, a == frame::PurgeAction::kOlderThan ? 3600u : 0u});
+  }
+  return v;
+}
+
+std::vector<uint8_t> encode(const Message& m) {
+  std::vector<uint8_t> out;
+  append_message(m, out);
+  return out;
+}
+
+// One frame holding `json` verbatim.
+std::vector<uint8_t> frame_of(std::string_view json) {
+  std::vector<uint8_t> out(4);
+  const auto n = static_cast<uint32_t>(json.size());
+  out[0] = static_cast<uint8_t>(n >> 24);
+  out[1] = static_cast<uint8_t>(n >> 16);
+  out[2] = static_cast<uint8_t>(n >> 8);
+  out[3] = static_cast<uint8_t>(n);
+  out.insert(out.end(), json.begin(), json.end());
+  return out;
+}
+
+struct Decoded {
+  DecodeStatus status;
+  Message message;
+  size_t consumed;
+  std::string error;
+};
+
+Decoded decode(std::span<const uint8_t> in) {
+  Decoded d{};
+  d.consumed = 12345;
+  d.status = next_message(in, d.message, d.consumed, d.error);
+  return d;
+}
+
+Decoded decode_json(std::string_view json) { return decode(frame_of(json)); }
+
+}  // namespace
+
+TEST_CASE("control_protocol: every message round-trips") {
+  for (const Message& m : samples()) {
+    CAPTURE(type_name(m));
+    const auto buf = encode(m);
+    const Decoded d = decode(buf);
+    REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+    CHECK(d.consumed == buf.size());
+    CHECK(d.message == m);
+    CHECK(encode(d.message) == buf);
+  }
+}
+
+TEST_CASE("control_protocol: golden bytes") {
+  const auto ack = encode(Ack{7});
+  const std::string body = R"({"type":"ack","version":7})";
+  CHECK(ack == frame_of(body));
+  CHECK(ack[3] == body.size());
+
+  const auto reg = encode(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99});
+  CHECK(reg == frame_of(R"({"type":"register","role":"hash","name":"hash1",)"
+                        R"("address":"127.0.0.1:7001","shards":4,"version":2,"pid":99})"));
+  const auto purge = encode(PurgeCommand{frame::PurgeAction::kOlderThan, 60});
+  CHECK(purge == frame_of(R"({"type":"purge","action":"older_than","age_s":60})"));
+}
+
+TEST_CASE("control_protocol: messages written by hand decode") {
+  auto d = decode_json(R"({"type":"welcome","heartbeat_ms":250,"config_version":9})");
+  REQUIRE(d.status == DecodeStatus::kOk);
+  CHECK(d.message == Message(Welcome{250, 9}));
+
+  // Members in any order, whitespace, "previous" absent means null.
+  d = decode_json(R"( { "grace_ms" : 5, "type" : "table",
+      "table": {"version": 4, "mode": "modulo",
+                "servers": [{"name": "hash1", "address": "127.0.0.1:7001", "shards": 4}]} } )");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  const auto& push = std::get<TablePush>(d.message);
+  CHECK(push.table.version == 4);
+  CHECK(push.table.servers.at(0).shards == 4);
+  CHECK_FALSE(push.previous);
+  CHECK(push.grace_ms == 5);
+
+  d = decode_json(R"({"type":"table","table":)" + table_to_json(range_table(5)) +
+                  R"(,"previous":null,"grace_ms":0})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(std::get<TablePush>(d.message).table == range_table(5));
+}
+
+TEST_CASE("control_protocol: unknown members are ignored") {
+  auto d = decode_json(
+      R"({"type":"ack","version":3,"future":{"nested":[1,2,3]},"zone":"eu","x":null})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.message == Message(Ack{3}));
+
+  d = decode_json(R"({"type":"purge_report","shards":[{"shard":2,"state":"running",)"
+                  R"("kind":"not_owned","scanned":1,"total":2,"deleted":0,"rate":1.5}],"eta":3})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  const auto& report = std::get<PurgeReport>(d.message);
+  REQUIRE(report.shards.size() == 1);
+  CHECK(report.shards[0] == PurgeShard{2, frame::PurgeState::kRunning,
+                                       frame::PurgeAction::kNotOwned, 1, 2, 0});
+}
+
+TEST_CASE("control_protocol: a stream split into pieces of every size decodes the same") {
+  const auto messages = samples();
+  std::vector<uint8_t> stream;
+  for (const Message& m : messages) append_message(m, stream);
+  for (size_t piece = 1; piece <= stream.size(); ++piece) {
+    std::vector<uint8_t> pending;
+    size_t fed = 0, decoded = 0;
+    bool ok = true;
+    while (fed < stream.size() && ok) {
+      const size_t n = std::min(piece, stream.size() - fed);
+      pending.insert(pending.end(), stream.begin() + fed, stream.begin() + fed + n);
+      fed += n;
+      size_t off = 0;
+      for (;;) {
+        const Decoded d = decode(std::span(pending).subspan(off));
+        if (d.status == DecodeStatus::kNeedMore) {
+          ok = d.consumed == 0;
+          break;
+        }
+        if (d.status != DecodeStatus::kOk || decoded >= messages.size() ||
+            !(d.message == messages[decoded])) {
+          ok = false;
+          break;
+        }
+        ++decoded;
+        off += d.consumed;
+      }
+      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    CAPTURE(piece);
+    REQUIRE(ok);  // one REQUIRE per piece size: thousands of CHECKs would drown a failure
+    REQUIRE(decoded == messages.size());
+    REQUIRE(pending.empty());
+  }
+}
+
+TEST_CASE("control_protocol: every truncation needs more bytes and consumes nothing") {
+  for (const Message& m : samples()) {
+    const auto buf = encode(m);
+    for (size_t len = 0; len < buf.size(); ++len) {
+      const Decoded d = decode(std::span(buf).first(len));
+      if (d.status != DecodeStatus::kNeedMore || d.consumed != 0) {
+        FAIL("truncated ", type_name(m), " to ", len, " bytes: ", to_string(d.status));
+      }
+    }
+  }
+}
+
+TEST_CASE("control_protocol: a message after another is left for the next call") {
+  std::vector<uint8_t> two = encode(Ack{1});
+  const size_t first = two.size();
+  append_message(Ack{2}, two);
+  Decoded d = decode(two);
+  REQUIRE(d.status == DecodeStatus::kOk);
+  CHECK(d.consumed == first);
+  CHECK(d.message == Message(Ack{1}));
+  d = decode(std::span(two).subspan(first));
+  REQUIRE(d.status == DecodeStatus::kOk);
+  CHECK(d.message == Message(Ack{2}));
+}
+
+TEST_CASE("control_protocol: oversized frames are refused from the length prefix") {
+  std::vector<uint8_t> huge = {0x01, 0x00, 0x00, 0x01};  // 16 MiB + 1
+  Decoded d = decode(huge);
+  CHECK(d.status == DecodeStatus::kTooLarge);
+  CHECK(d.consumed == 0);
+  CHECK(d.error.find("16777217") != std::string::npos);
+  huge = {0xff, 0xff, 0xff, 0xff, '{'};
+  CHECK(decode(huge).status == DecodeStatus::kTooLarge);
+  const std::vector<uint8_t> largest = {0x01, 0x00, 0x00, 0x00, '{'};  // exactly the limit
+  d = decode(largest);
+  CHECK(d.status == DecodeStatus::kNeedMore);
+  CHECK(d.consumed == 0);
+}
+
+TEST_CASE("control_protocol: a message at the size limit decodes") {
+  const std::string head = R"({"type":"ack","version":1,"pad":")", tail = "\"}";
+  const std::string json = head + std::string(kMaxMessageSize - head.size() - tail.size(), 'x') + tail;
+  REQUIRE(json.size() == kMaxMessageSize);
+  const Decoded d = decode_json(json);
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.consumed == kMaxMessageSize + 4);
+  CHECK(d.message == Message(Ack{1}));
+}
+
+TEST_CASE("control_protocol: bad JSON") {
+  for (const char* text : {"", "{", "not json", "{\"type\":\"ack\",\"version\":1}x",
+                           "{\"type\":\"ack\",\"version\":1,}", "{\"type\":\"ack\" \"version\":1}",
+                           "{\"type\":\"ack\",\"version\":01}", "/* c */ {}",
+                           "{\"type\":\"ack\",\"name\":\"\xff\xfe\"}", "\xef\xbb\xbf{}"}) {
+    CAPTURE(text);
+    const Decoded d = decode_json(text);
+    CHECK(d.status == DecodeStatus::kBadJson);
+    CHECK(d.consumed == 4 + std::strlen(text));
+    CHECK_FALSE(d.error.empty());
+  }
+}
+
+TEST_CASE("control_protocol: missing members and wrong types are named") {
+  struct Case {
+    std::string json;
+    std::string error;  // a part of the expected error
+  };
+  const std::vector<Case> cases = {
+      {"[]", "must be a JSON object, not a array"},
+      {"42", "must be a JSON object"},
+      {"{}", "\"type\" is missing"},
+      {R"({"type":1})", "\"type\" must be a string"},
+      {R"({"type":"hello"})", "unknown message type \"hello\""},
+      {R"({"type":"ack"})", "ack: \"version\" is missing"},
+      {R"({"type":"ack","version":"1"})", "ack: \"version\" must be an integer, not a string"},
+      {R"({"type":"ack","version":-1})", "ack: \"version\" must be an integer from 0"},
+      {R"({"type":"ack","version":1.0})", "ack: \"version\" must be an integer from 0"},
+      {R"({"type":"ack","version":1e3})", "ack: \"version\" must be an integer from 0"},
+      {R"({"type":"ack","version":18446744073709551616})", "\"version\" must be an integer"},
+      {R"({"type":"ack","version":null})", "must be an integer, not a null"},
+      {R"({"type":"register","role":"monitor","name":"a","address":"b","shards":0,"version":0,)"
+       R"("pid":1})",
+       "register: \"role\" must be \"hash\" or \"login\" (got \"monitor\")"},
+      {R"({"type":"register","role":"hash","address":"b","shards":0,"version":0,"pid":1})",
+       "register: \"name\" is missing"},
+      {R"({"type":"register","role":"hash","name":"a","address":7,"shards":0,"version":0,)"
+       R"("pid":1})",
+       "register: \"address\" must be a string, not a number"},
+      {R"({"type":"register","role":"hash","name":"a","address":"b","shards":4294967296,)"
+       R"("version":0,"pid":1})",
+       "register: \"shards\" must be at most 4294967295"},
+      {R"({"type":"register","role":"hash","name":"a","address":"b","shards":1,"version":0})",
+       "register: \"pid\" is missing"},
+      {R"({"type":"heartbeat","version":1})", "heartbeat: \"stats\" is missing"},
+      {R"({"type":"heartbeat","version":1,"stats":[]})", "\"stats\" must be an object"},
+      {R"({"type":"heartbeat","version":1,"stats":{"a":1,"b":"x"}})",
+       "heartbeat: \"stats.b\" must be a number, not a string"},
+      {R"({"type":"heartbeat","version":1,"stats":{"a":{}}})", "\"stats.a\" must be a number"},
+      {R"({"type":"heartbeat","version":1,"stats":{"inf":1e400}})",
+       "\"stats.inf\" is out of range"},
+      {R"({"type":"purge_report"})", "purge_report: \"shards\" is missing"},
+      {R"({"type":"purge_report","shards":{}})", "\"shards\" must be an array"},
+      {R"({"type":"purge_report","shards":[1]})", "\"shards[0]\" must be an object"},
+      {R"({"type":"purge_report","shards":[{"shard":0,"state":"idle","kind":"status",)"
+       R"("scanned":0,"total":0,"deleted":0},{"shard":1,"state":"busy","kind":"status",)"
+       R"("scanned":0,"total":0,"deleted":0}]})",
+       "purge_report: \"shards[1].state\" must be \"idle\", \"running\", \"done\" or "
+       "\"cancelled\" (got \"busy\")"},
+      {R"({"type":"purge_report","shards":[{"shard":0,"state":"idle","kind":"status",)"
+       R"("scanned":0,"total":0}]})",
+       "purge_report: \"shards[0].deleted\" is missing"},
+      {R"({"type":"purge_report","shards":[{"shard":0,"state":"idle","kind":"purge",)"
+       R"("scanned":0,"total":0,"deleted":0}]})",
+       "\"shards[0].kind\" must be \"status\""},
+      {R"({"type":"welcome","heartbeat_ms":1000})", "welcome: \"config_version\" is missing"},
+      {R"({"type":"welcome","heartbeat_ms":4294967296,"config_version":1})",
+       "welcome: \"heartbeat_ms\" must be at most"},
+      {R"({"type":"table","grace_ms":0})", "table: \"table\" is missing"},
+      {R"({"type":"table","table":null,"grace_ms":0})",
+       "table: \"table\" must be an object, not a null"},
+      {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[]},"grace_ms":0})",
+       "table: \"table\" is not a valid table: the table has no servers"},
+      {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[{"name":"a"}],)"
+       R"("color":1},"grace_ms":0})",
+       "table: \"table\" is not a valid table: unknown key \"color\""},
+      {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[{"name":"a"}]},)"
+       R"("previous":[],"grace_ms":0})",
+       "table: \"previous\" must be an object, not a array"},
+      {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[{"name":"a"}]},)"
+       R"("previous":{"version":0,"mode":"range","servers":[{"name":"a"}]},"grace_ms":0})",
+       "table: \"previous\" is not a valid table"},
+      {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[{"name":"a"}]}})",
+       "table: \"grace_ms\" is missing"},
+      {R"({"type":"purge","age_s":0})", "purge: \"action\" is missing"},
+      {R"({"type":"purge","action":"everything","age_s":0})",
+       "purge: \"action\" must be \"status\", \"not_owned\", \"older_than\", \"all\" or "
+       "\"cancel\" (got \"everything\")"},
+      {R"({"type":"purge","action":"all","age_s":-3})", "purge: \"age_s\" must be an integer"},
+      {R"({"type":"purge","action":"all"})", "purge: \"age_s\" is missing"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.json);
+    const Decoded d = decode_json(c.json);
+    CHECK(d.status == DecodeStatus::kBadMessage);
+    CHECK(d.consumed == 4 + c.json.size());
+    CHECK_MESSAGE(d.error.find(c.error) != std::string::npos, d.error);
+  }
+}
+
+TEST_CASE("control_protocol: large versions are exact") {
+  for (uint64_t v : {0ULL, 1ULL, (1ULL << 53) + 1, (1ULL << 63) - 1, 1ULL << 63, ~0ULL - 1,
+                     ~0ULL}) {
+    CAPTURE(v);
+    const Decoded d = decode(encode(Ack{v}));
+    REQUIRE(d.status == DecodeStatus::kOk);
+    CHECK(std::get<Ack>(d.message).version == v);
+  }
+  const Decoded d = decode_json(R"({"type":"ack","version":18446744073709551615})");
+  REQUIRE(d.status == DecodeStatus::kOk);
+  CHECK(std::get<Ack>(d.message).version == ~0ULL);
+}
+
+TEST_CASE("control_protocol: stats that JSON cannot carry are left out when encoding") {
+  Heartbeat hb{1, boost::json::object{{"ok", 1},
+                                      {"inf", std::numeric_limits<double>::infinity()},
+                                      {"nan", std::numeric_limits<double>::quiet_NaN()},
+                                      {"text", "x"},
+                                      {"nested", boost::json::object{{"a", 1}}},
+                                      {"null", nullptr},
+                                      {"half", 0.5}}};
+  const Decoded d = decode(encode(hb));
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(std::get<Heartbeat>(d.message).stats ==
+        boost::json::object{{"ok", 1}, {"half", 0.5}});
+}
+
+TEST_CASE("control_protocol: names of the vocabulary") {
+  CHECK(std::string(to_string(Role::kLogin)) == "login");
+  CHECK(parse_role("hash") == Role::kHash);
+  CHECK_FALSE(parse_role("Hash"));
+  CHECK(parse_purge_action("not_owned") == frame::PurgeAction::kNotOwned);
+  CHECK_FALSE(parse_purge_action(""));
+  CHECK(parse_purge_state("cancelled") == frame::PurgeState::kCancelled);
+  CHECK(std::string(purge_state_name(frame::PurgeState::kDone)) == "done");
+  CHECK(std::string(type_name(Message(PurgeCommand{}))) == "purge");
+  CHECK(std::string(type_name(Message(TablePush{}))) == "table");
+  CHECK(std::string(to_string(DecodeStatus::kBadJson)) == "invalid JSON");
+}
