@@ -166,8 +166,8 @@ class Fields {
       return true;
     }
     if (v->is_number()) {
-      error_ = name(key) + " must be an integer from 0 to 18446744073709551615 (got " + shown(*v) +
-               ")";
+      error_ =
+          name(key) + " must be an integer from 0 to 18446744073709551615 (got " + shown(*v) + ")";
     } else {
       error_ = name(key) + " must be an integer, not a " + kind_name(*v);
     }
@@ -236,9 +236,9 @@ bool read_table(const json::value& v, Fields& f, std::string_view key, Table& ou
 }
 
 bool decode_register(Fields& f, Register& m) {
-  return f.choice("role", parse_role, R"("hash" or "login")", m.role) &&
-         f.string("name", m.name) && f.string("address", m.address) &&
-         f.u32("shards", m.shards) && f.u64("version", m.version) && f.u64("pid", m.pid);
+  return f.choice("role", parse_role, R"("hash" or "login")", m.role) && f.string("name", m.name) &&
+         f.string("address", m.address) && f.u32("shards", m.shards) &&
+         f.u64("version", m.version) && f.u64("pid", m.pid);
 }
 
 bool decode_heartbeat(Fields& f, Heartbeat& m) {
@@ -286,8 +286,7 @@ bool decode_purge_report(Fields& f, PurgeReport& m) {
                   p.state) ||
         !s.choice("kind", parse_purge_action,
                   R"("status", "not_owned", "older_than", "all" or "cancel")", p.kind) ||
-        !s.u64("scanned", p.scanned) || !s.u64("total", p.total) ||
-        !s.u64("deleted", p.deleted)) {
+        !s.u64("scanned", p.scanned) || !s.u64("total", p.total) || !s.u64("deleted", p.deleted)) {
       return false;
     }
     m.shards.push_back(p);
@@ -381,8 +380,7 @@ DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& con
   if (in.size() - kLengthPrefixSize < length) return DecodeStatus::kNeedMore;
   consumed = kLengthPrefixSize + length;
 
-  const std::string_view text(reinterpret_cast<const char*>(in.data() + kLengthPrefixSize),
-                              length);
+  const std::string_view text(reinterpret_cast<const char*>(in.data() + kLengthPrefixSize), length);
   try {
     json::error_code ec;
     const json::value doc = json::parse(text, ec);

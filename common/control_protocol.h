@@ -50,8 +50,8 @@ enum class Role : uint8_t { kHash, kLogin };
 struct Register {
   Role role = Role::kHash;
   std::string name;
-  std::string address;  // hash: its TCP listener "HOST:PORT"; login: its UDP address
-  uint32_t shards = 0;  // hash: its shard count; login: 0
+  std::string address;   // hash: its TCP listener "HOST:PORT"; login: its UDP address
+  uint32_t shards = 0;   // hash: its shard count; login: 0
   uint64_t version = 0;  // table version it runs, 0 if none
   uint64_t pid = 0;
   friend bool operator==(const Register&, const Register&) = default;
@@ -118,14 +118,14 @@ enum class DecodeStatus : uint8_t {
 };
 
 // Appends one framed message to `out`. Never fails; the result decodes to an equal message as long
-// as the tables in it are valid and it fits in kMaxMessageSize (a caller sending large tables checks
-// the size it appended; the receiver refuses larger frames).
+// as the tables in it are valid and it fits in kMaxMessageSize (a caller sending large tables
+// checks the size it appended; the receiver refuses larger frames).
 void append_message(const Message& m, std::vector<uint8_t>& out);
 
 // Decodes the first frame of `in`. kOk: `out` holds the message and `consumed` is the frame's size.
 // kNeedMore, kTooLarge: `consumed` is 0. kBadJson, kBadMessage: `consumed` is the frame's size (the
 // framing is intact, so a lenient reader could skip it) and `error` says what is wrong. `error` is
-// set for every status but kOk and kNeedMore. Never throws (except std::bad_alloc).
+// set for every status but kOk and kNeedMore. Never throws (even out of memory is a kBadMessage).
 DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
                           std::string& error);
 

@@ -49,7 +49,8 @@ enum class FrameStatus : uint8_t {
 
 // Request flags.
 enum FrameFlag : uint8_t {
-  kFlagAnyOwner = 0x01,  // GET: serve even if not owned (fallback read during a range move)
+  kFlagAnyOwner = 0x01,  // GET, DELETE: serve even if not owned (fallback read or old-copy delete
+                         // during a range move)
   kFlagIfAbsent = 0x02,  // UPSERT: store only if the id has no record (read repair)
 };
 

@@ -246,8 +246,8 @@ std::string parse_object(std::string_view body, json::object& out) {
   json::error_code ec;
   const size_t used = parser.write_some(false, body.data(), body.size(), ec);
   if (!parser.handler().duplicate.empty()) {
-    return "duplicate field " + quoted(parser.handler().duplicate) + " at " +
-           position(body, used) + " in the request body";
+    return "duplicate field " + quoted(parser.handler().duplicate) + " at " + position(body, used) +
+           " in the request body";
   }
   if (ec) return "invalid JSON at " + position(body, used) + ": " + ec.message();
   if (used != body.size()) {
@@ -315,8 +315,8 @@ std::string read_id(const json::object& object, const std::string& where, std::s
       out = *id;
       return {};
     }
-    return name + " must be a decimal id between 0 and 18446744073709551615 (got " +
-           quoted(text) + ")";
+    return name + " must be a decimal id between 0 and 18446744073709551615 (got " + quoted(text) +
+           ")";
   }
   return name + " must be an id (an integer or a decimal string), not " + a_kind(*v);
 }
@@ -331,10 +331,10 @@ std::string read_count(const json::object& object, const std::string& where, std
   const std::string range =
       " must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
   if (v->is_int64() || v->is_uint64() || v->is_double()) {
-    const bool fits = (v->is_uint64() && v->get_uint64() >= min && v->get_uint64() <= max) ||
-                      (v->is_int64() && v->get_int64() >= 0 &&
-                       static_cast<uint64_t>(v->get_int64()) >= min &&
-                       static_cast<uint64_t>(v->get_int64()) <= max);
+    const bool fits =
+        (v->is_uint64() && v->get_uint64() >= min && v->get_uint64() <= max) ||
+        (v->is_int64() && v->get_int64() >= 0 && static_cast<uint64_t>(v->get_int64()) >= min &&
+         static_cast<uint64_t>(v->get_int64()) <= max);
     if (!fits) return name + range + " (got " + json::serialize(*v) + ")";
     out = static_cast<uint32_t>(v->is_uint64() ? v->get_uint64()
                                                : static_cast<uint64_t>(v->get_int64()));
@@ -571,8 +571,7 @@ AdminResult purge(AdminBackend& backend, const json::object& body) {
     return bad_request("missing field \"age_s\" (kind \"older_than\" needs it)");
   }
   if (kind != frame::PurgeAction::kOlderThan && has_age) {
-    return bad_request("\"age_s\" applies to kind \"older_than\" only, not " +
-                       quoted(*kind_text));
+    return bad_request("\"age_s\" applies to kind \"older_than\" only, not " + quoted(*kind_text));
   }
   return backend.purge(*server, kind, age);
 }
@@ -586,10 +585,11 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
 
   if (route.endpoint == Endpoint::kHistory) return history(backend, query);
   Query none;
-  if (std::string e = parse_query(query, route.endpoint == Endpoint::kWhere
-                                             ? std::string_view("GET /v1/where/ID")
-                                             : std::string_view(endpoint),
-                                  {}, none);
+  if (std::string e =
+          parse_query(query,
+                      route.endpoint == Endpoint::kWhere ? std::string_view("GET /v1/where/ID")
+                                                         : std::string_view(endpoint),
+                      {}, none);
       !e.empty()) {
     return bad_request(e);
   }
@@ -681,9 +681,8 @@ AdminResult handle_admin_request(AdminBackend& backend, verb method, std::string
         (method != verb::get && method != verb::post)) {
       const std::string name =
           method == verb::unknown ? std::string("(unknown)") : std::string(http::to_string(method));
-      return AdminResult::error(405, "method " + name + " is not allowed on " +
-                                         printable(path) + " (allowed: " +
-                                         std::string(allowed(*route)) + ")");
+      return AdminResult::error(405, "method " + name + " is not allowed on " + printable(path) +
+                                         " (allowed: " + std::string(allowed(*route)) + ")");
     }
     if (body.size() > kAdminMaxBodyBytes) {
       return AdminResult::error(413, "the request body is " + std::to_string(body.size()) +

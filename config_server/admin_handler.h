@@ -1,7 +1,7 @@
 // The admin API's request handler (docs/admin_api.md): an HTTP method, a request target and a body
 // in, an AdminResult (status + JSON body) out. Pure: no sockets, no logging, no exceptions out. It
-// routes the request, checks its syntax (JSON body, field types, id ranges, names) and calls the one
-// AdminBackend method the endpoint maps to; the backend judges the request against the cluster
+// routes the request, checks its syntax (JSON body, field types, id ranges, names) and calls the
+// one AdminBackend method the endpoint maps to; the backend judges the request against the cluster
 // state. A request it rejects (400, 404, 405, 413) never reaches the backend.
 //
 // Thread rules: a plain function; it calls `backend`, so call it on the thread the backend allows

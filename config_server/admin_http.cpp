@@ -7,7 +7,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <exception>
-#include <sstream>
 #include <unordered_map>
 
 namespace imhash {
@@ -51,8 +50,8 @@ Response error_response(unsigned status, const std::string& sentence) {
 }
 
 std::string endpoint_text(const tcp::endpoint& ep) {
-  const std::string host = ep.address().is_v6() ? "[" + ep.address().to_string() + "]"
-                                                : ep.address().to_string();
+  const std::string host =
+      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
   return host + ":" + std::to_string(ep.port());
 }
 
@@ -192,8 +191,7 @@ asio::awaitable<void> session(std::shared_ptr<State> st, tcp::socket socket) {
     if (!ec && !parser.is_done()) {
       // curl sends "Expect: 100-continue" with bodies over 1 KiB and waits for this line.
       const auto& header = parser.get();
-      if (header.version() >= 11 &&
-          beast::iequals(header[http::field::expect], "100-continue")) {
+      if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         auto [wec, wn] = co_await asio::async_write(
             stream, asio::buffer(kContinue.data(), kContinue.size()), kAwait);

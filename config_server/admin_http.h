@@ -7,9 +7,10 @@
 // The API is unauthenticated: bind it to loopback (DESIGN §6) unless told otherwise.
 //
 // Thread rules: everything runs on the io_context given to the constructor (the config server's
-// main thread, the one thread the backend may be called from). Construct there or before that
-// io_context runs; call start(), stop() and local_address() on that thread. Destroying the server
-// stops it; sessions still open hold shared state and end on their own as the io_context runs.
+// main thread, the one thread the backend may be called from). Construct before that io_context
+// runs or on its thread; call start(), stop(), local_address() and connections() on that thread;
+// destroy the server (which stops it) on that thread or after it stopped running, and before the
+// io_context itself. Sessions still open hold shared state and end on their own as it runs.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -27,9 +28,9 @@ namespace imhash {
 struct AdminHttpState;  // admin_http.cpp: what the server shares with its coroutines
 
 struct AdminHttpLimits {
-  size_t max_connections = 256;              // beyond: 503 and close at once
-  size_t max_header_bytes = 8 * 1024;        // beyond: 431 and close
-  size_t max_body_bytes = kAdminMaxBodyBytes;  // beyond: 413 and close
+  size_t max_connections = 256;                       // beyond: 503 and close at once
+  size_t max_header_bytes = 8 * 1024;                 // beyond: 431 and close
+  size_t max_body_bytes = kAdminMaxBodyBytes;         // beyond: 413 and close
   std::chrono::milliseconds idle_timeout{30'000};     // between requests on a kept-alive connection
   std::chrono::milliseconds request_timeout{10'000};  // to read a started request, or write a reply
 };

@@ -9,6 +9,8 @@ namespace json = boost::json;
 
 namespace imhash {
 
+using control::purge_action_name;
+using control::purge_state_name;
 using frame::PurgeAction;
 
 namespace {
@@ -22,27 +24,6 @@ int64_t now_ns() {
 json::value table_value(const Table& t) {
   boost::system::error_code ec;
   return json::parse(table_to_json(t), ec);
-}
-
-const char* purge_action_name(PurgeAction a) {
-  switch (a) {
-    case PurgeAction::kStatus: return "status";
-    case PurgeAction::kNotOwned: return "not_owned";
-    case PurgeAction::kOlderThan: return "older_than";
-    case PurgeAction::kAll: return "all";
-    case PurgeAction::kCancel: return "cancel";
-  }
-  return "?";
-}
-
-const char* purge_state_name(frame::PurgeState s) {
-  switch (s) {
-    case frame::PurgeState::kIdle: return "idle";
-    case frame::PurgeState::kRunning: return "running";
-    case frame::PurgeState::kDone: return "done";
-    case frame::PurgeState::kCancelled: return "cancelled";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -80,12 +61,8 @@ ConfigService::Node* ConfigService::find(const std::string& role, const std::str
 void ConfigService::on_message(NodeSession& session, const control::Message& m) {
   const int64_t now = now_ns();
   if (const auto* reg = std::get_if<control::Register>(&m)) {
-    if (reg->role != "hash" && reg->role != "login") {
-      spdlog::warn("node {} registered with unknown role '{}'", session.peer(), reg->role);
-      session.close();
-      return;
-    }
-    const std::string key = reg->role + "/" + reg->name;
+    const std::string role = control::to_string(reg->role);
+    const std::string key = role + "/" + reg->name;
     Node& n = nodes_[key];
     if (n.session && n.session != &session) {
       spdlog::warn("{} registered again from {}: dropping its older link", key, session.peer());
@@ -93,7 +70,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       n.session->close();
     }
     const bool was_up = n.up;
-    n.role = reg->role;
+    n.role = role;
     n.name = reg->name;
     n.address = reg->address;
     n.shards = reg->shards;
@@ -107,9 +84,11 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
                  key, n.address, n.pid, n.version, was_up ? "" : ": up");
     session.send(control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()),
                                   store_.version()});
-    // A hash server that is not in the table holds nothing it may serve: if it was removed and
-    // came back, its records are stale. It purges everything before it can get ids again.
-    if (n.role == "hash" && router_ && router_->table().server_index(n.name) < 0) {
+    // A hash server that was in an earlier table but is not in this one was removed: if it comes
+    // back, the records it holds are stale, and it purges everything before it can get ids again.
+    // (A name never seen before is a new server: nothing to purge.)
+    if (n.role == "hash" && router_ && router_->table().server_index(n.name) < 0 &&
+        was_ever_member(n.name)) {
       n.rejoin_purge = true;
       send_purge(n, PurgeAction::kAll, 0);
     }
@@ -151,6 +130,11 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       }
     }
   }
+}
+
+bool ConfigService::was_ever_member(const std::string& name) const {
+  return std::any_of(store_.history().begin(), store_.history().end(),
+                     [&](const HistoryEntry& h) { return h.table.server_index(name) >= 0; });
 }
 
 void ConfigService::on_disconnect(NodeSession& session) {

@@ -97,6 +97,7 @@ class ConfigService final : public AdminBackend {
   void failover(Node& node);
   boost::json::object node_json(const Node& n) const;
   Node* find(const std::string& role, const std::string& name);
+  bool was_ever_member(const std::string& name) const;
   boost::json::object change_result(const std::string& change);
 
   boost::asio::io_context& ctx_;

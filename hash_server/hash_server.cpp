@@ -4,6 +4,8 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include <unistd.h>
+
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -19,12 +21,110 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 }  // namespace
 
 HashServer::HashServer(HashServerConfig config)
-    : config_(std::move(config)), acceptor_(ctx_), signals_(ctx_, SIGINT, SIGTERM) {
-  table_version_ = config_.router ? config_.router->version() : 0;
+    : config_(std::move(config)),
+      acceptor_(ctx_),
+      signals_(ctx_, SIGINT, SIGTERM),
+      sample_timer_(ctx_) {
   for (uint32_t i = 0; i < config_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name));
-    shards_.back()->set_router(config_.router);
+    ShardSnapshot empty;
+    empty.shard = i;
+    snapshots_.push_back(empty);
   }
+  set_router(config_.router);
+}
+
+void HashServer::set_router(std::shared_ptr<const Router> router) {
+  table_version_ = router ? router->version() : 0;
+  for (auto& s : shards_) s->set_router(router);
+}
+
+void HashServer::sample_shards() {
+  for (auto& s : shards_) {
+    s->snapshot([this](ShardSnapshot snap) {
+      asio::post(ctx_, [this, snap] {
+        snapshots_[snap.shard] = snap;
+        if (snap.purge.state == PurgeState::kRunning) purge_reporting_ = true;
+      });
+    });
+  }
+  // Report purge progress while one runs, and once more when it ends.
+  if (purge_reporting_ && config_link_) {
+    config_link_->send_purge_report(purge_report());
+    purge_reporting_ = std::any_of(snapshots_.begin(), snapshots_.end(), [](const auto& s) {
+      return s.purge.state == PurgeState::kRunning;
+    });
+  }
+  if (stopping_) return;
+  sample_timer_.expires_after(std::chrono::milliseconds(500));
+  sample_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) sample_shards();
+  });
+}
+
+boost::json::object HashServer::stats() const {
+  uint64_t records = 0, memory = 0, upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0,
+           connections = 0, bad_frames = 0;
+  boost::json::array per_shard;
+  for (const auto& s : snapshots_) {
+    records += s.records;
+    memory += s.memory_bytes;
+    upserts += s.counters.upserts;
+    gets += s.counters.gets;
+    deletes += s.counters.deletes;
+    moved += s.counters.moved;
+    purged += s.counters.purged;
+    bad_frames += s.counters.bad_frames;
+    connections += s.connections;
+  }
+  return boost::json::object{{"records", records},         {"memory_bytes", memory},
+                             {"upserts", upserts},         {"gets", gets},
+                             {"deletes", deletes},         {"moved", moved},
+                             {"purged", purged},           {"connections", connections},
+                             {"bad_frames", bad_frames},   {"shards", snapshots_.size()}};
+}
+
+control::PurgeReport HashServer::purge_report() const {
+  control::PurgeReport r;
+  for (const auto& s : snapshots_) {
+    r.shards.push_back(control::PurgeShard{s.shard, s.purge.state, s.purge.kind, s.purge.scanned,
+                                           s.purge.total, s.purge.deleted});
+  }
+  return r;
+}
+
+void HashServer::start_config_link(const std::string& listen_address) {
+  control::Register self;
+  self.role = control::Role::kHash;
+  self.name = config_.name;
+  self.address = listen_address;
+  self.shards = config_.shards;
+  self.version = table_version_;
+  self.pid = static_cast<uint64_t>(::getpid());
+  ConfigLink::Callbacks cb;
+  cb.on_table = [this](control::TablePush push) {
+    if (push.table.version <= table_version_) {
+      config_link_->ack(table_version_);
+      return;
+    }
+    const ServerInfo* me = push.table.find_server(config_.name);
+    if (me && me->shards != config_.shards) {
+      spdlog::error("table version {} gives {} {} shards but this server has {}: ignoring it",
+                    push.table.version, config_.name, me->shards, config_.shards);
+      return;
+    }
+    const uint64_t version = push.table.version;
+    set_router(Router::compile(std::move(push.table)));
+    spdlog::info("table version {} installed", version);
+    config_link_->ack(version);
+  };
+  cb.on_purge = [this](control::PurgeCommand cmd) {
+    for (auto& s : shards_) s->command_purge(cmd.action, cmd.age_seconds);
+    purge_reporting_ = true;
+  };
+  cb.stats = [this] { return stats(); };
+  config_link_ = std::make_unique<ConfigLink>(ctx_, config_.config_address, self, std::move(cb));
+  config_link_->start();
 }
 
 void HashServer::run() {
@@ -50,16 +150,22 @@ void HashServer::run() {
   const std::string addr = bound.address().is_v6()
                                ? "[" + bound.address().to_string() + "]"
                                : bound.address().to_string();
-  announce_listening(addr + ":" + std::to_string(bound.port()));
+  const std::string listen_address = addr + ":" + std::to_string(bound.port());
+  sample_shards();
+  if (!config_.config_address.empty()) start_config_link(listen_address);
+  announce_listening(listen_address);
   ctx_.run();
   for (auto& s : shards_) s->join();
   spdlog::info("stopped");
 }
 
 void HashServer::stop() {
+  stopping_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
   signals_.cancel(ec);
+  sample_timer_.cancel();
+  if (config_link_) config_link_->stop();
   for (auto& s : shards_) s->stop();
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_link.h"
 #include "common/router.h"
 #include "hash_server/shard.h"
 
@@ -22,6 +23,7 @@ struct HashServerConfig {
   std::string name = "hash1";
   uint32_t shards = 1;
   std::shared_ptr<const Router> router;  // may be null: no table yet, the server owns every id
+  std::string config_address;            // config server HOST:PORT; empty: none (--table only)
 };
 
 class HashServer {
@@ -36,6 +38,13 @@ class HashServer {
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> handshake(tcp::socket socket);
   void stop();
+  // Installs a table (main thread): new handshakes report its version, shards judge ownership.
+  void set_router(std::shared_ptr<const Router> router);
+  // Samples every shard (they answer on the main thread) for heartbeats and purge reports.
+  void sample_shards();
+  boost::json::object stats() const;
+  control::PurgeReport purge_report() const;
+  void start_config_link(const std::string& listen_address);
 
   HashServerConfig config_;
   boost::asio::io_context ctx_{1};
@@ -43,6 +52,11 @@ class HashServer {
   boost::asio::signal_set signals_;
   std::vector<std::unique_ptr<Shard>> shards_;
   uint64_t table_version_ = 0;
+  std::unique_ptr<ConfigLink> config_link_;
+  boost::asio::steady_timer sample_timer_;
+  std::vector<ShardSnapshot> snapshots_;  // the latest of each shard
+  bool purge_reporting_ = false;          // a purge ran since the last report
+  bool stopping_ = false;
 };
 
 }  // namespace imhash

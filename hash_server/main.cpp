@@ -22,7 +22,8 @@ int hash_server_main(int argc, char** argv) {
       "table", boost::program_options::value<std::string>(),
       "routing table file (JSON), to know which ids this server owns; without one it owns all")(
       "config", boost::program_options::value<std::string>(),
-      "config server HOST:PORT (not yet supported by this build)");
+      "config server HOST:PORT: register there, receive tables and purge commands; with --table "
+      "too, the file is the starting table until the config server pushes one");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   HashServerConfig config;
@@ -39,7 +40,8 @@ int hash_server_main(int argc, char** argv) {
                      "': a server name is 1 to 64 characters of A-Z a-z 0-9 . _ -");
   }
   if (opts.has("config")) {
-    throw UsageError("--config: the config server link is not implemented yet; use --table");
+    config.config_address = opts.get<std::string>("config");
+    parse_host_port(config.config_address, "--config");
   }
   if (opts.has("table")) {
     auto loaded = load_table_file(opts.get<std::string>("table"));

@@ -138,9 +138,11 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
       return true;
     }
     // MOVED only when our table is at least as new as the sender's: a sender with a newer table
-    // knows better than we do, and a fallback read (kFlagAnyOwner) asks us on purpose.
-    const bool fallback_read = q.type == FrameType::kGet && (q.flags & kFlagAnyOwner);
-    if (router_ && !fallback_read && router_->version() >= q.table_version &&
+    // knows better than we do, and kFlagAnyOwner (a fallback read, or deleting the old copy of a
+    // user who logs out during a move) asks us on purpose.
+    const bool any_owner =
+        q.type != FrameType::kUpsert && (q.flags & kFlagAnyOwner) != 0;
+    if (router_ && !any_owner && router_->version() >= q.table_version &&
         (self_index_ < 0 || router_->owner(q.id) != static_cast<uint32_t>(self_index_))) {
       ++counters_.moved;
       r.status = FrameStatus::kMoved;
@@ -192,14 +194,39 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
 }
 
 void Shard::handle_purge(const Request& q, Response& r) {
-  if (q.purge == PurgeAction::kCancel) {
+  start_purge(q.purge, q.age_seconds);
+  r.purge = purge_.progress();
+}
+
+void Shard::start_purge(PurgeAction action, uint32_t age_seconds) {
+  if (action == PurgeAction::kCancel) {
     purge_.cancel();
-  } else if (q.purge != PurgeAction::kStatus) {
-    purge_.start(q.purge, q.age_seconds, store_);
-    spdlog::info("shard {}: purge started ({} slots)", index_, purge_.progress().total);
+  } else if (action != PurgeAction::kStatus) {
+    purge_.start(action, age_seconds, store_);
+    spdlog::info("shard {}: purge {} started ({} slots)", index_,
+                 action == PurgeAction::kAll ? "all" : action == PurgeAction::kNotOwned
+                                                            ? "not-owned"
+                                                            : "older-than",
+                 purge_.progress().total);
     schedule_purge_step();
   }
-  r.purge = purge_.progress();
+}
+
+void Shard::command_purge(PurgeAction action, uint32_t age_seconds) {
+  asio::post(ctx_, [this, action, age_seconds] { start_purge(action, age_seconds); });
+}
+
+void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
+  asio::post(ctx_, [this, done = std::move(done)] {
+    ShardSnapshot s;
+    s.shard = index_;
+    s.records = store_.size();
+    s.memory_bytes = store_.memory_bytes();
+    s.connections = connections_.size();
+    s.counters = counters_;
+    s.purge = purge_.progress();
+    done(s);
+  });
 }
 
 void Shard::schedule_purge_step() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,16 @@ namespace imhash {
 
 struct ShardCounters {
   uint64_t upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0, bad_frames = 0;
+};
+
+// A copy of a shard's figures, taken on its thread and handed to the control thread.
+struct ShardSnapshot {
+  uint32_t shard = 0;
+  uint64_t records = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t connections = 0;
+  ShardCounters counters;
+  frame::PurgeProgress purge;
 };
 
 class Shard {
@@ -43,6 +54,11 @@ class Shard {
   void set_router(std::shared_ptr<const Router> router);
   // Stops reading from every connection, answers what was read, closes, and lets the thread end.
   void stop();
+  // Starts or cancels a purge on this shard (from the config server, through the control thread).
+  void command_purge(frame::PurgeAction action, uint32_t age_seconds);
+  // Takes a snapshot on the shard's thread and passes it to `done` there; `done` must hand it back
+  // to its own thread (post) itself.
+  void snapshot(std::function<void(ShardSnapshot)> done);
 
   uint32_t index() const { return index_; }
 
@@ -51,6 +67,7 @@ class Shard {
   // Decodes and answers one request; returns false when the frame is malformed (close the link).
   bool handle(const frame::Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out);
   void handle_purge(const frame::Request& q, frame::Response& r);
+  void start_purge(frame::PurgeAction action, uint32_t age_seconds);
   void fill_stats(frame::Response& r) const;
   void schedule_purge_step();
   Purge::Context purge_context() const;

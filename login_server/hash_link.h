@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/frame_protocol.h"
 #include "common/routing_table.h"
-#include "login_server/backoff.h"
 #include "login_server/client_addr.h"
 #include "login_server/pending_table.h"
 #include "login_server/request_plan.h"
@@ -30,12 +30,16 @@ struct InFlight {
     kRetry,     // re-sent once after MOVED, under a newer table
     kFallback,  // a LOOKUP missed at the new owner: asking the owner under the previous table
     kRepair,    // copying a record found by a fallback read to its new owner (no client reply)
+    kOldDelete,  // LOGOUT during the grace period: deleting the copy at the previous owner first,
+                 // so no fallback read can find it once the client is told it logged out
+    kNewDelete,  // ... then at the owner (as kFirst, without repeating the step above)
   };
   ClientAsk ask{};
   ClientAddr client{};
   frame::FrameType type = frame::FrameType::kPing;
   Stage stage = Stage::kFirst;
   uint8_t flags = 0;        // frame flags (kFlagAnyOwner, kFlagIfAbsent)
+  uint8_t earlier = 0;      // kFallback/kOldDelete: the next earlier table to consult
   uint32_t age_seconds = 0;  // kRepair: the age of the record copied
   int64_t parked_until_ns = 0;  // waiting for a newer table after MOVED
 };

@@ -1,6 +1,7 @@
 #include "login_server/login_server.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <future>
 
@@ -31,11 +32,98 @@ udp::socket bind_udp(asio::io_context& ctx, const udp::endpoint& at) {
   return s;
 }
 
+// Waits (bounded) on the main thread for `done` to be set, running the io_context meanwhile so the
+// config link can bring the first table.
+void run_until(asio::io_context& ctx, const bool& done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    ctx.run_for(std::chrono::milliseconds(10));
+    if (ctx.stopped()) ctx.restart();
+  }
+}
+
 }  // namespace
 
 LoginServer::LoginServer(LoginServerConfig config)
     : config_(std::move(config)), tables_(config_.grace) {
-  tables_.load_file(config_.table_file);
+  if (!config_.table_file.empty()) tables_.load_file(config_.table_file);
+}
+
+void LoginServer::committed(uint32_t worker, uint64_t version) {
+  committed_[worker] = std::max(committed_[worker], version);
+  const uint64_t all = *std::min_element(committed_.begin(), committed_.end());
+  if (config_link_ && all > 0) config_link_->ack(all);
+}
+
+void LoginServer::sample_workers() {
+  for (uint32_t i = 0; i < workers_.size(); ++i) {
+    workers_[i]->snapshot([this, i](WorkerCounters c) {
+      asio::post(ctx_, [this, i, c] { counters_[i] = c; });
+    });
+  }
+  if (stopping_) return;
+  sample_timer_.expires_after(std::chrono::milliseconds(500));
+  sample_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) sample_workers();
+  });
+}
+
+boost::json::object LoginServer::stats() const {
+  WorkerCounters sum;
+  for (const auto& c : counters_) {
+    sum.received += c.received;
+    sum.forwarded += c.forwarded;
+    sum.moved_retries += c.moved_retries;
+    sum.fallback_reads += c.fallback_reads;
+    sum.fallback_hits += c.fallback_hits;
+    sum.read_repairs += c.read_repairs;
+    sum.send_failures += c.send_failures;
+    for (size_t i = 0; i < 8; ++i) sum.replies_by_status[i] += c.replies_by_status[i];
+    for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
+      sum.dropped[i] += c.dropped[i];
+    }
+  }
+  boost::json::object o{{"received", sum.received},
+                        {"forwarded", sum.forwarded},
+                        {"moved_retries", sum.moved_retries},
+                        {"fallback_reads", sum.fallback_reads},
+                        {"fallback_hits", sum.fallback_hits},
+                        {"read_repairs", sum.read_repairs},
+                        {"send_failures", sum.send_failures}};
+  for (uint8_t i = 0; i < 8; ++i) {
+    o[std::string("replies_") + client::to_string(static_cast<client::Status>(i))] =
+        sum.replies_by_status[i];
+  }
+  for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
+    o[std::string("dropped_") + to_string(static_cast<DropReason>(i))] = sum.dropped[i];
+  }
+  return o;
+}
+
+void LoginServer::start_config_link(const std::string& udp_address) {
+  control::Register self;
+  self.role = control::Role::kLogin;
+  self.name = config_.name;
+  self.address = udp_address;
+  self.version = tables_.latest() ? tables_.latest()->version() : 0;
+  self.pid = static_cast<uint64_t>(::getpid());
+  ConfigLink::Callbacks cb;
+  cb.on_table = [this](control::TablePush push) {
+    // Workers ack through committed() once they serve it; an old or equal version is acked now.
+    if (!tables_.install(push.table, push.previous, std::chrono::milliseconds(push.grace_ms))) {
+      const auto latest = tables_.latest();
+      if (latest) config_link_->ack(latest->version());
+    }
+  };
+  cb.stats = [this] { return stats(); };
+  config_link_ = std::make_unique<ConfigLink>(ctx_, config_.config_address, self, std::move(cb));
+  // After a MOVED with a version we do not have, ask for it now rather than at the next heartbeat.
+  tables_.set_on_stale([this] {
+    asio::post(ctx_, [this] {
+      if (config_link_) config_link_->heartbeat_now();
+    });
+  });
+  config_link_->start();
 }
 
 void LoginServer::run() {
@@ -46,11 +134,17 @@ void LoginServer::run() {
   sockets.push_back(bind_udp(ctx_, at));
   at.port(sockets.front().local_endpoint().port());  // port 0: the others join the chosen port
   for (uint32_t i = 1; i < config_.threads; ++i) sockets.push_back(bind_udp(ctx_, at));
+  const std::string host = at.address().is_v6() ? "[" + at.address().to_string() + "]"
+                                                 : at.address().to_string();
+  const std::string address = host + ":" + std::to_string(at.port());
 
-  const auto routing = tables_.latest();
+  committed_.assign(config_.threads, 0);
+  counters_.assign(config_.threads, WorkerCounters{});
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(i, config_.worker, &tables_));
-    workers_.back()->set_routing(routing);
+    workers_.back()->on_commit([this, i](uint64_t v) {
+      asio::post(ctx_, [this, i, v] { committed(i, v); });
+    });
   }
   tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
     for (auto& w : workers_) w->set_routing(r);
@@ -58,40 +152,72 @@ void LoginServer::run() {
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_[i]->start(sockets[i].release(), at.protocol());
   }
+  if (auto routing = tables_.latest()) {
+    for (auto& w : workers_) w->set_routing(routing);
+  }
+  sample_workers();
+  if (!config_.config_address.empty()) {
+    start_config_link(address);
+    // Serve with a table from the start when the config server has one (bounded wait: the data
+    // path never depends on the config server).
+    bool have_table = tables_.latest() != nullptr;
+    tables_.set_listener([this, &have_table](std::shared_ptr<const RoutingState> r) {
+      have_table = true;
+      for (auto& w : workers_) w->set_routing(r);
+    });
+    run_until(ctx_, have_table, std::chrono::seconds(3));
+    tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
+      for (auto& w : workers_) w->set_routing(r);
+    });
+    if (!have_table) spdlog::warn("no table yet: answering UNAVAILABLE until one arrives");
+  }
 
   // Announce only once every link has been tried, so a client's first request finds them up.
-  std::vector<std::future<void>> tried;
-  for (auto& w : workers_) {
-    auto p = std::make_shared<std::promise<void>>();
-    tried.push_back(p->get_future());
-    w->when_links_tried([p] { p->set_value(); });
+  if (tables_.latest()) {
+    std::vector<std::future<void>> tried;
+    for (auto& w : workers_) {
+      auto p = std::make_shared<std::promise<void>>();
+      tried.push_back(p->get_future());
+      w->when_links_tried([p] { p->set_value(); });
+    }
+    for (auto& f : tried) {
+      while (f.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+        ctx_.poll();  // keep the config link (and the commits it waits for) moving
+        if (ctx_.stopped()) ctx_.restart();
+      }
+    }
   }
-  for (auto& f : tried) f.wait_for(std::chrono::seconds(5));
 
   asio::signal_set stop_signals(ctx_, SIGINT, SIGTERM);
   asio::signal_set reload_signal(ctx_, SIGHUP);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: stopping", sig);
+    stopping_ = true;
     reload_signal.cancel();
+    sample_timer_.cancel();
+    if (config_link_) config_link_->stop();
     for (auto& w : workers_) w->stop();
   });
   std::function<void()> wait_reload = [&] {
     reload_signal.async_wait([&](const boost::system::error_code& ec, int) {
       if (ec) return;
-      spdlog::info("SIGHUP: re-reading {}", config_.table_file);
-      tables_.refresh();
+      if (config_.table_file.empty()) {
+        spdlog::info("SIGHUP: no table file to re-read (tables come from the config server)");
+      } else {
+        spdlog::info("SIGHUP: re-reading {}", config_.table_file);
+        tables_.refresh();
+      }
       wait_reload();
     });
   };
   wait_reload();
 
-  spdlog::info("login server: {} threads, table version {} ({} mode, {} hash servers)",
-               config_.threads, routing->version(), to_string(routing->current->mode()),
-               routing->current->table().servers.size());
-  const std::string host = at.address().is_v6() ? "[" + at.address().to_string() + "]"
-                                                : at.address().to_string();
-  announce_listening(host + ":" + std::to_string(at.port()));
+  const auto routing = tables_.latest();
+  spdlog::info("login server {}: {} threads, table version {}{}", config_.name, config_.threads,
+               routing ? routing->version() : 0,
+               config_.config_address.empty() ? "" : ", config server " + config_.config_address);
+  announce_listening(address);
   ctx_.run();
   for (auto& w : workers_) w->join();
   spdlog::info("stopped");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_link.h"
 #include "login_server/table_source.h"
 #include "login_server/worker.h"
 
@@ -18,7 +19,9 @@ struct LoginServerConfig {
   std::string udp_host = "127.0.0.1";
   uint16_t udp_port = 0;
   uint32_t threads = 1;
-  std::string table_file;
+  std::string name = "login";
+  std::string table_file;      // may be empty with a config server
+  std::string config_address;  // config server HOST:PORT; empty: the table file only
   std::chrono::milliseconds grace{60000};  // file mode: fallback reads after a table change
   WorkerSettings worker;
 };
@@ -30,10 +33,21 @@ class LoginServer {
   void run();
 
  private:
+  void start_config_link(const std::string& udp_address);
+  // Main thread: a worker started serving `version`; ack once all of them do.
+  void committed(uint32_t worker, uint64_t version);
+  void sample_workers();
+  boost::json::object stats() const;
+
   LoginServerConfig config_;
   TableSource tables_;
   boost::asio::io_context ctx_{1};
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<ConfigLink> config_link_;
+  std::vector<uint64_t> committed_;         // per worker
+  std::vector<WorkerCounters> counters_;    // per worker, sampled
+  boost::asio::steady_timer sample_timer_{ctx_};
+  bool stopping_ = false;
 };
 
 }  // namespace imhash

@@ -14,7 +14,8 @@ int login_server_main(int argc, char** argv) {
   opts.add()("udp", po::value<std::string>()->default_value("127.0.0.1:0"),
              "HOST:PORT to receive client datagrams on ([::]:PORT for dual stack; port 0: pick one)")(
       "table", po::value<std::string>(), "routing table file (JSON); SIGHUP re-reads it")(
-      "config", po::value<std::string>(), "config server HOST:PORT (not yet supported by this build)")(
+      "config", po::value<std::string>(),
+      "config server HOST:PORT: register there and take every table it pushes")(
       "threads", po::value<uint32_t>()->default_value(cores), "worker threads (default: cores)")(
       "timeout-ms", po::value<uint32_t>()->default_value(100),
       "deadline of a request at a hash server; the client then gets TIMEOUT")(
@@ -47,11 +48,15 @@ int login_server_main(int argc, char** argv) {
   link.client_name = opts.get<std::string>("name");
   config.worker.tick = std::clamp(link.timeout / 10, std::chrono::milliseconds(1),
                                   std::chrono::milliseconds(20));
-  if (opts.has("config")) {
-    throw UsageError("--config: the config server link is not implemented yet; use --table");
+  if (!opts.has("table") && !opts.has("config")) {
+    throw UsageError("give --config HOST:PORT (a config server) or --table FILE (or both)");
   }
-  if (!opts.has("table")) throw UsageError("--table FILE is required");
-  config.table_file = opts.get<std::string>("table");
+  if (opts.has("config")) {
+    config.config_address = opts.get<std::string>("config");
+    parse_host_port(config.config_address, "--config");
+  }
+  if (opts.has("table")) config.table_file = opts.get<std::string>("table");
+  config.name = opts.get<std::string>("name");
   config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
   LoginServer server(std::move(config));
   server.run();

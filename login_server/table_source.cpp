@@ -55,8 +55,18 @@ TableSource::Listener TableSource::install_locked(std::shared_ptr<const Router> 
                                                   std::chrono::milliseconds grace) {
   auto st = std::make_shared<RoutingState>();
   st->current = std::move(next);
-  st->previous = std::move(prev);
-  st->grace_until_ns = steady_ns() + std::chrono::nanoseconds(grace).count();
+  const int64_t now = steady_ns();
+  if (prev) st->earlier.push_back({std::move(prev), now + std::chrono::nanoseconds(grace).count()});
+  // Tables replaced earlier keep their own grace periods: several quick changes in a row must not
+  // cut short the fallback reads of the first one.
+  if (state_) {
+    for (const auto& e : state_->earlier) {
+      if (e.grace_until_ns > now && st->earlier.size() < RoutingState::kMaxEarlier &&
+          e.router->version() < st->earlier.front().router->version()) {
+        st->earlier.push_back(e);
+      }
+    }
+  }
   state_ = std::move(st);
   spdlog::info("table version {} installed ({} mode, {} hash servers)", state_->version(),
                to_string(state_->current->mode()), state_->current->table().servers.size());
@@ -67,12 +77,13 @@ bool TableSource::install(const Table& current, const std::optional<Table>& prev
                           std::chrono::milliseconds grace) {
   std::unique_lock lock(mu_);
   if (state_ && current.version <= state_->version()) return false;
-  // The previous table to read from during the grace period: the one pushed with it, or ours.
+  // The table to read from during the grace period: ours (which the earlier ones follow), or the
+  // one pushed with it when we missed versions in between.
   std::shared_ptr<const Router> prev;
-  if (previous) {
-    prev = Router::compile(*previous);
-  } else if (state_) {
+  if (state_ && (!previous || previous->version == state_->version())) {
     prev = state_->current;
+  } else if (previous) {
+    prev = Router::compile(*previous);
   }
   auto listener = install_locked(Router::compile(current), std::move(prev), grace);
   auto st = state_;

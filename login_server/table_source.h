@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/router.h"
 
@@ -22,11 +23,20 @@ namespace imhash {
 
 // Immutable once built; shared by all workers.
 struct RoutingState {
+  // A table replaced less than a grace period ago: ids it placed elsewhere may still be found
+  // there until their users write again (or a read repair copies them).
+  struct Earlier {
+    std::shared_ptr<const Router> router;
+    int64_t grace_until_ns = 0;  // steady clock
+  };
+  static constexpr size_t kMaxEarlier = 4;
+
   std::shared_ptr<const Router> current;
-  std::shared_ptr<const Router> previous;  // null when there was none
-  int64_t grace_until_ns = 0;              // steady clock; fallback reads while now < this
+  std::vector<Earlier> earlier;  // newest first
 
   uint64_t version() const { return current ? current->version() : 0; }
+  // The latest end of a grace period (0: none).
+  int64_t grace_until_ns() const { return earlier.empty() ? 0 : earlier.front().grace_until_ns; }
 };
 
 class TableSource {

@@ -70,6 +70,10 @@ void Worker::check_links_tried() {
   done();
 }
 
+void Worker::snapshot(std::function<void(WorkerCounters)> done) {
+  asio::post(ctx_, [this, done = std::move(done)] { done(counters_); });
+}
+
 void Worker::stop() {
   asio::post(ctx_, [this] {
     stopping_ = true;
@@ -149,6 +153,7 @@ void Worker::try_commit() {
   pending_.reset();
   router_ = routing_->current.get();
   spdlog::debug("worker {}: table version {}", index_, routing_->version());
+  if (on_commit_) on_commit_(routing_->version());
 
   // Requests that met MOVED and waited for this table go out again, once.
   std::vector<InFlight> parked;
@@ -167,7 +172,7 @@ void Worker::schedule_tick() {
     for (auto& g : groups_) {
       for (auto& l : g.shards) l->tick(now);
     }
-    const bool in_grace = routing_ && now < routing_->grace_until_ns;
+    const bool in_grace = routing_ && now < routing_->grace_until_ns();
     for (auto& l : retired_) {
       l->tick(now);
       if (l->in_flight() == 0 && (!in_grace || stopping_)) l->close();
@@ -269,6 +274,10 @@ void Worker::forward(InFlight request, int64_t now) {
     fail(request, Status::kUnavailable);
     return;
   }
+  if (request.type == FrameType::kDelete && request.stage == InFlight::Stage::kFirst &&
+      delete_old_copy(request, now)) {
+    return;
+  }
   const Route route = router_->route(request.ask.user_id);
   HashLink* link = groups_[route.server].shards[route.shard].get();
   if (!link->up() || link->full()) {
@@ -293,21 +302,47 @@ HashLink* Worker::link_to(const ServerInfo& server, uint32_t shard) {
   return nullptr;
 }
 
+HashLink* Worker::earlier_owner(uint64_t id, uint8_t& from, uint64_t& version, int64_t now) {
+  if (!routing_) return nullptr;
+  const ServerInfo& owner = router_->owner_info(id);
+  for (; from < routing_->earlier.size(); ++from) {
+    const auto& e = routing_->earlier[from];
+    if (now >= e.grace_until_ns) continue;
+    const Route r = e.router->route(id);
+    const ServerInfo& then = e.router->table().servers[r.server];
+    if (then.name == owner.name && then.address == owner.address) continue;
+    HashLink* link = link_to(then, r.shard);
+    if (!link || link->full()) continue;  // unreachable: nothing to read or delete there now
+    version = e.router->version();
+    ++from;
+    return link;
+  }
+  return nullptr;
+}
+
+bool Worker::delete_old_copy(InFlight& request, int64_t now) {
+  // LOGOUT during a grace period: delete the copies at earlier owners first, so that no fallback
+  // read can find the user once the client is told it logged out.
+  uint64_t version = 0;
+  HashLink* link = earlier_owner(request.ask.user_id, request.earlier, version, now);
+  if (!link) return false;
+  request.stage = InFlight::Stage::kOldDelete;
+  request.flags = kFlagAnyOwner;
+  if (link->submit(std::move(request), version, now)) dirty_.push_back(link);
+  return true;
+}
+
 bool Worker::try_fallback_read(InFlight& request, int64_t now) {
   // DESIGN §4 step 3: during the grace period a lookup that misses at the new owner is retried at
-  // the owner under the previous table; a user who logged in before the move is never missing.
-  if (request.type != FrameType::kGet || request.stage == InFlight::Stage::kFallback) return false;
-  if (!routing_ || !routing_->previous || now >= routing_->grace_until_ns) return false;
-  const Route old_route = routing_->previous->route(request.ask.user_id);
-  const ServerInfo& old_owner = routing_->previous->table().servers[old_route.server];
-  const ServerInfo& owner = router_->owner_info(request.ask.user_id);
-  if (old_owner.name == owner.name && old_owner.address == owner.address) return false;
-  HashLink* link = link_to(old_owner, old_route.shard);
-  if (!link || link->full()) return false;
+  // the owner under the previous table(s); a user who logged in before the move is never missing.
+  if (request.type != FrameType::kGet) return false;
+  uint64_t version = 0;
+  HashLink* link = earlier_owner(request.ask.user_id, request.earlier, version, now);
+  if (!link) return false;
   ++counters_.fallback_reads;
   request.stage = InFlight::Stage::kFallback;
   request.flags = kFlagAnyOwner;
-  if (link->submit(std::move(request), routing_->previous->version(), now)) dirty_.push_back(link);
+  if (link->submit(std::move(request), version, now)) dirty_.push_back(link);
   return true;
 }
 
@@ -330,7 +365,16 @@ void Worker::read_repair(const InFlight& request, const Response& found, int64_t
 void Worker::on_answer(InFlight& request, const Response& response) {
   const int64_t now = now_ns();
   if (request.stage == InFlight::Stage::kRepair) return;
-  if (response.status == FrameStatus::kMoved && request.stage == InFlight::Stage::kFirst) {
+  if (request.stage == InFlight::Stage::kOldDelete) {
+    // That old copy is gone (or was never there): the next earlier owner's, then the owner's.
+    if (delete_old_copy(request, now)) return;
+    request.stage = InFlight::Stage::kNewDelete;
+    request.flags = 0;
+    forward(std::move(request), now);
+    return;
+  }
+  if (response.status == FrameStatus::kMoved && (request.stage == InFlight::Stage::kFirst ||
+                                                 request.stage == InFlight::Stage::kNewDelete)) {
     // The hash server has a newer table: take it and retry once (DESIGN §2). If it is not at hand
     // yet (pushed tables), park the request until it arrives, within the request's deadline.
     if (tables_ && response.table_version > (routing_ ? routing_->version() : 0)) {

@@ -50,6 +50,10 @@ class Worker final : public LinkListener {
   void stop();
   // Posts `done()` once every link has made its first connection attempt.
   void when_links_tried(std::function<void()> done);
+  // Called on the worker's thread with each table version it starts serving.
+  void on_commit(std::function<void(uint64_t version)> f) { on_commit_ = std::move(f); }
+  // Copies the counters on the worker's thread and passes them to `done` there.
+  void snapshot(std::function<void(WorkerCounters)> done);
 
  private:
   boost::asio::awaitable<void> receive_loop();
@@ -62,6 +66,10 @@ class Worker final : public LinkListener {
   // grace period); null if none is up.
   HashLink* link_to(const ServerInfo& server, uint32_t shard);
   bool try_fallback_read(InFlight& request, int64_t now);
+  // During grace periods: the owner of `id` under an earlier table (from index `from` on, newest
+  // first) that differs from its owner now and is reachable; sets `from` to the index after it.
+  HashLink* earlier_owner(uint64_t id, uint8_t& from, uint64_t& version, int64_t now);
+  bool delete_old_copy(InFlight& request, int64_t now);
   void read_repair(const InFlight& request, const frame::Response& found, int64_t now);
   void fail(InFlight& request, client::Status status);
   void on_answer(InFlight& request, const frame::Response& response) override;
@@ -100,6 +108,7 @@ class Worker final : public LinkListener {
   std::vector<HashLink*> dirty_;  // links with queued frames
   bool stopping_ = false;
   std::function<void()> links_tried_;
+  std::function<void(uint64_t)> on_commit_;
   WorkerCounters counters_;
 
   // Batched replies, sent with sendmmsg.

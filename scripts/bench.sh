@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash
+# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at 10 million records.
-# Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000).
+#   e2e   udp_sim against a local cluster (3 hash servers, 1 login server) and the yardstick
+#         ../shared/bench/udp_limit.c back to back, both rates and their ratio; then latency at an
+#         offered 50k requests/s (open loop).
+# Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 trap stop_all EXIT
@@ -63,8 +66,44 @@ bench_hash() {
   stop_all
 }
 
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+bench_e2e() {
+  build_release --bench
+  local yardstick="$IMHASH_ROOT/../shared/bench/udp_limit.c"
+  [[ -f "$yardstick" ]] || { echo "bench.sh: $yardstick not found (shared/ beside the repo)" >&2; exit 1; }
+  cc -O2 -o "$work/udp_limit" "$yardstick"
+  export IMHASH_RUN="$work/cluster"
+  trap 'IMHASH_RUN="$work/cluster" "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null; stop_all' EXIT
+  "$IMHASH_ROOT/scripts/cluster.sh" start --hash 3 --shards 1 --threads 1 >/dev/null
+  local target
+  target=$(cat "$work/cluster/login.addr")
+  echo "== end to end: udp_sim (closed loop, window 64, 48-byte requests) vs udp_limit, ${seconds}s each, $(nproc) cores"
+  local port=$(( $(free_port) ))
+  for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
+    "$work/udp_limit" server "$port" &
+    local echo_pid=$!
+    sleep 0.2
+    local limit
+    limit=$("$work/udp_limit" client "$port" "$seconds" 64 48 | awk '{print $1}')
+    kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
+    local sim
+    sim=$("$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000 --duration "$seconds" \
+      --window 64 --json 2>/dev/null)
+    local rate
+    rate=$(json_field 'round(d["requests_per_s"])' <<<"$sim")
+    printf "round %d  imhash %8.0f requests/s   udp_limit %8.0f round trips/s   ratio %.2f   (p99 %s us)\n" \
+      "$round" "$rate" "$limit" "$(echo "$rate / $limit" | bc -l)" "$(json_field 'd["latency_us"]["p99"]' <<<"$sim")"
+  done
+  echo "== latency at an offered 50000 requests/s (open loop, 100k users, ${seconds}s)"
+  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000 --duration "$seconds" \
+    --rate 50000 --json 2>/dev/null |
+    json_field '"done %.0f/s  p50 %d us  p99 %d us  p999 %d us  max %d us  errors %d" % (d["requests_per_s"], d["latency_us"]["p50"], d["latency_us"]["p99"], d["latency_us"]["p999"], d["latency_us"]["max"], d["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"])'
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
 case "${1:-}" in
   hash) bench_hash ;;
-  *) echo "usage: scripts/bench.sh hash" >&2; exit 64 ;;
+  e2e) bench_e2e ;;
+  *) echo "usage: scripts/bench.sh hash|e2e" >&2; exit 64 ;;
 esac

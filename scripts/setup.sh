@@ -11,7 +11,7 @@ packages=(
   iproute2 procps
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(redis-server redis-tools bc)
+  packages+=(redis-server redis-tools bc python3)
 fi
 
 missing=()

@@ -89,7 +89,8 @@ void check_stream(std::span<const uint8_t> in) {
     size_t used = 12345;
     std::string error;
     const DecodeStatus st = decode(in, m, used, error);
-    const bool big = in.size() >= kLengthPrefixSize && imhash::bytes::get_u32(in.data()) > kMaxMessageSize;
+    const bool big =
+        in.size() >= kLengthPrefixSize && imhash::bytes::get_u32(in.data()) > kMaxMessageSize;
     if ((st == DecodeStatus::kTooLarge) != big) violated("kTooLarge disagrees with the prefix");
     if (st == DecodeStatus::kNeedMore || st == DecodeStatus::kTooLarge) {
       if (used != 0) violated("consumed bytes without a whole frame");

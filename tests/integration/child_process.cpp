@@ -80,6 +80,23 @@ std::string ChildProcess::wait_for_line(const std::string& needle,
   }
 }
 
+std::string ChildProcess::read_all(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string out = std::move(buffered_);
+  buffered_.clear();
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw std::runtime_error("timed out reading the child's output");
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
 bool ChildProcess::running() {
   if (pid_ <= 0 || exit_status_ >= 0) return false;
   int status = 0;

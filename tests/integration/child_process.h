@@ -26,6 +26,8 @@ class ChildProcess {
   // Reads stdout lines until one contains `needle` (or throws on timeout / exit).
   std::string wait_for_line(const std::string& needle,
                             std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Reads the rest of stdout until the child closes it (bounded); returns it.
+  std::string read_all(std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Sends `sig` and waits for the exit; returns the exit status (128+signal if killed).
   int stop(int sig, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   bool running();

@@ -1,12 +1,16 @@
 #include "tests/integration/cluster.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 
 namespace imhash::test {
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+  if (options_.table_file.empty()) {
+    options_.table_file = "cluster_table." + std::to_string(getpid()) + ".json";
+  }
   hash_.resize(static_cast<size_t>(options_.hash_servers));
   hash_addr_.resize(hash_.size());
   for (int i = 0; i < options_.hash_servers; ++i) start_hash(i, "127.0.0.1:0");

@@ -16,7 +16,7 @@ struct ClusterOptions {
   int shards = 2;
   int login_threads = 2;
   int timeout_ms = 100;
-  std::string table_file = "cluster_table.json";
+  std::string table_file{};  // default: one per test process (ctest runs tests side by side)
 };
 
 class Cluster {

@@ -32,28 +32,24 @@ std::vector<Message> samples() {
   v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 12, 4242});
   v.push_back(Register{Role::kLogin, "login-a", "[::1]:9000", 0, 0, 1});
   v.push_back(Register{Role::kLogin, "\xc3\xa9t\xc3\xa9 \"q\" \\", "", 0, ~0ULL, ~0ULL});
-  v.push_back(Heartbeat{7, boost::json::object{{"records", 1000},
-                                               {"big", ~0ULL},
-                                               {"negative", -5},
-                                               {"ratio", 0.5}}});
+  v.push_back(Heartbeat{
+      7, boost::json::object{{"records", 1000}, {"big", ~0ULL}, {"negative", -5}, {"ratio", 0.5}}});
   v.push_back(Heartbeat{0, {}});
   v.push_back(Ack{~0ULL});
   v.push_back(Ack{0});
   v.push_back(PurgeReport{});
-  v.push_back(PurgeReport{{{0, frame::PurgeState::kRunning, frame::PurgeAction::kNotOwned, 10, 1024,
-                            3},
-                           {1, frame::PurgeState::kDone, frame::PurgeAction::kOlderThan, 1024,
-                            1024, 1000},
-                           {1023, frame::PurgeState::kCancelled, frame::PurgeAction::kAll, ~0ULL,
-                            ~0ULL, ~0ULL},
-                           {7, frame::PurgeState::kIdle, frame::PurgeAction::kStatus, 0, 0, 0}}});
+  v.push_back(PurgeReport{
+      {{0, frame::PurgeState::kRunning, frame::PurgeAction::kNotOwned, 10, 1024, 3},
+       {1, frame::PurgeState::kDone, frame::PurgeAction::kOlderThan, 1024, 1024, 1000},
+       {1023, frame::PurgeState::kCancelled, frame::PurgeAction::kAll, ~0ULL, ~0ULL, ~0ULL},
+       {7, frame::PurgeState::kIdle, frame::PurgeAction::kStatus, 0, 0, 0}}});
   v.push_back(Welcome{1000, 3});
   v.push_back(Welcome{0, ~0ULL});
   v.push_back(TablePush{range_table(~0ULL), modulo_table(~0ULL - 1), 60000});
   v.push_back(TablePush{modulo_table(1), std::nullopt, 0});
-  for (auto a : {frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned,
-                 frame::PurgeAction::kOlderThan, frame::PurgeAction::kAll,
-                 frame::PurgeAction::kCancel}) {
+  for (auto a :
+       {frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
+        frame::PurgeAction::kAll, frame::PurgeAction::kCancel}) {
     v.push_back(PurgeCommand{a, a == frame::PurgeAction::kOlderThan ? 3600u : 0u});
   }
   return v;
@@ -67,13 +63,13 @@ std::vector<uint8_t> encode(const Message& m) {
 
 // One frame holding `json` verbatim.
 std::vector<uint8_t> frame_of(std::string_view json) {
-  std::vector<uint8_t> out(4);
+  std::vector<uint8_t> out(4 + json.size());
   const auto n = static_cast<uint32_t>(json.size());
   out[0] = static_cast<uint8_t>(n >> 24);
   out[1] = static_cast<uint8_t>(n >> 16);
   out[2] = static_cast<uint8_t>(n >> 8);
   out[3] = static_cast<uint8_t>(n);
-  out.insert(out.end(), json.begin(), json.end());
+  if (!json.empty()) std::memcpy(out.data() + 4, json.data(), json.size());
   return out;
 }
 
@@ -143,8 +139,8 @@ TEST_CASE("control_protocol: messages written by hand decode") {
 }
 
 TEST_CASE("control_protocol: unknown members are ignored") {
-  auto d = decode_json(
-      R"({"type":"ack","version":3,"future":{"nested":[1,2,3]},"zone":"eu","x":null})");
+  auto d =
+      decode_json(R"({"type":"ack","version":3,"future":{"nested":[1,2,3]},"zone":"eu","x":null})");
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
   CHECK(d.message == Message(Ack{3}));
 
@@ -153,8 +149,8 @@ TEST_CASE("control_protocol: unknown members are ignored") {
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
   const auto& report = std::get<PurgeReport>(d.message);
   REQUIRE(report.shards.size() == 1);
-  CHECK(report.shards[0] == PurgeShard{2, frame::PurgeState::kRunning,
-                                       frame::PurgeAction::kNotOwned, 1, 2, 0});
+  CHECK(report.shards[0] ==
+        PurgeShard{2, frame::PurgeState::kRunning, frame::PurgeAction::kNotOwned, 1, 2, 0});
 }
 
 TEST_CASE("control_protocol: a stream split into pieces of every size decodes the same") {
@@ -234,7 +230,8 @@ TEST_CASE("control_protocol: oversized frames are refused from the length prefix
 
 TEST_CASE("control_protocol: a message at the size limit decodes") {
   const std::string head = R"({"type":"ack","version":1,"pad":")", tail = "\"}";
-  const std::string json = head + std::string(kMaxMessageSize - head.size() - tail.size(), 'x') + tail;
+  const std::string json =
+      head + std::string(kMaxMessageSize - head.size() - tail.size(), 'x') + tail;
   REQUIRE(json.size() == kMaxMessageSize);
   const Decoded d = decode_json(json);
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
@@ -343,8 +340,8 @@ TEST_CASE("control_protocol: missing members and wrong types are named") {
 }
 
 TEST_CASE("control_protocol: large versions are exact") {
-  for (uint64_t v : {0ULL, 1ULL, (1ULL << 53) + 1, (1ULL << 63) - 1, 1ULL << 63, ~0ULL - 1,
-                     ~0ULL}) {
+  for (uint64_t v :
+       {0ULL, 1ULL, (1ULL << 53) + 1, (1ULL << 63) - 1, 1ULL << 63, ~0ULL - 1, ~0ULL}) {
     CAPTURE(v);
     const Decoded d = decode(encode(Ack{v}));
     REQUIRE(d.status == DecodeStatus::kOk);
@@ -365,8 +362,7 @@ TEST_CASE("control_protocol: stats that JSON cannot carry are left out when enco
                                       {"half", 0.5}}};
   const Decoded d = decode(encode(hb));
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
-  CHECK(std::get<Heartbeat>(d.message).stats ==
-        boost::json::object{{"ok", 1}, {"half", 0.5}});
+  CHECK(std::get<Heartbeat>(d.message).stats == boost::json::object{{"ok", 1}, {"half", 0.5}});
 }
 
 TEST_CASE("control_protocol: names of the vocabulary") {

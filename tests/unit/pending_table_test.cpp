@@ -8,7 +8,7 @@
 
 using namespace imhash;
 
-TEST_CASE("pending_table: insert, find, erase; a stale correlation id never matches") {
+TEST_CASE("pending_table: insert, find, erase, a stale correlation id never matches") {
   PendingTable<int> t(4);
   CHECK(t.capacity() == 4);
   const uint32_t a = t.insert(1, 100);
@@ -24,7 +24,7 @@ TEST_CASE("pending_table: insert, find, erase; a stale correlation id never matc
   CHECK(*t.find(b) == 2);
 }
 
-TEST_CASE("pending_table: full at capacity; expire hands out the overdue oldest first") {
+TEST_CASE("pending_table: full at capacity, expire hands out the overdue oldest first") {
   PendingTable<int> t(4);
   for (int i = 0; i < 4; ++i) t.insert(i, 100 + i);
   CHECK(t.full());
@@ -39,7 +39,7 @@ TEST_CASE("pending_table: full at capacity; expire hands out the overdue oldest 
   CHECK(t.size() == 0);
 }
 
-TEST_CASE("pending_table: out-of-order answers; a stuck oldest request bounds the table") {
+TEST_CASE("pending_table: out-of-order answers, a stuck oldest request bounds the table") {
   PendingTable<int> t(8);
   std::vector<uint32_t> ids;
   for (int i = 0; i < 8; ++i) ids.push_back(t.insert(i, i));

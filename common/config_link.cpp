@@ -1,0 +1,476 @@
+#include "common/config_link.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <optional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/options.h"
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace imhash {
+
+namespace {
+
+constexpr size_t kReadBufferSize = 64 * 1024;
+// After a large table the read buffer goes back to its normal size once it is empty.
+constexpr size_t kShrinkAbove = 1 << 20;
+// A session that stayed up this long after its welcome was healthy: the back-off starts over.
+constexpr milliseconds kStableSession{1000};
+constexpr milliseconds kMinHeartbeat{10};
+constexpr milliseconds kHeartbeatNowGap{100};
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+long long ms_count(Clock::duration d) {
+  return std::chrono::duration_cast<milliseconds>(d).count();
+}
+
+}  // namespace
+
+// Everything the link's coroutines use. They hold it by shared_ptr, so the ConfigLink object may
+// go away while they unwind.
+struct ConfigLink::State {
+  State(asio::io_context& ctx, std::string address, control::Register self, Callbacks cb,
+        ConfigLinkSettings settings)
+      : ctx(ctx),
+        address(std::move(address)),
+        host_port(parse_host_port(this->address, "config server address")),
+        settings(settings),
+        self(std::move(self)),
+        cb(std::move(cb)),
+        socket(ctx),
+        resolver(ctx),
+        retry_timer(ctx),
+        heartbeat_timer(ctx),
+        wake(ctx),
+        backoff(settings.backoff_initial, settings.backoff_max, std::random_device{}()),
+        heartbeat(settings.default_heartbeat) {
+    if (host_port.port == 0)
+      throw UsageError("config server address: port 0 in '" + this->address + "'");
+  }
+
+  asio::awaitable<void> run(std::shared_ptr<State> keep_alive);
+  asio::awaitable<std::string> session();
+  asio::awaitable<std::string> connect();
+  asio::awaitable<void> read_loop(std::string& reason);
+  asio::awaitable<void> heartbeat_loop(std::string& reason);
+  asio::awaitable<void> write_loop(std::string& reason);
+  // False (with `reason`) if the message ends the session.
+  bool handle(control::Message& m, std::string& reason);
+  bool has_output() const;
+  void encode_output();
+  void wake_writer();
+  void close_socket();
+  void stop();
+  // Runs a node callback; an exception from it is logged, not allowed to end the link.
+  template <typename F>
+  void invoke(const char* what, F&& f);
+  std::string who() const {
+    return std::string("config link (") + control::to_string(self.role) + " " + self.name + ")";
+  }
+
+  // Constant after construction.
+  asio::io_context& ctx;
+  const std::string address;
+  const HostPort host_port;
+  const ConfigLinkSettings settings;
+
+  control::Register self;  // its `version` follows ack()
+  Callbacks cb;
+  tcp::socket socket;
+  tcp::resolver resolver;
+  asio::steady_timer retry_timer;
+  asio::steady_timer heartbeat_timer;  // also the deadline of the welcome
+  asio::steady_timer wake;             // the writer waits on it when it has nothing to send
+  Backoff backoff;
+
+  bool started = false;
+  bool stopped = false;
+  bool welcomed = false;  // this session: the welcome arrived (connected() == welcomed)
+  bool quiet = false;     // a failure was logged since the last change of state
+  // How the end of this session is logged: info, or worse if the config server misbehaved.
+  spdlog::level::level_enum failure_level = spdlog::level::info;
+  milliseconds heartbeat;
+  uint64_t config_version = 0;
+  Clock::time_point session_start{};
+  Clock::time_point welcomed_at{};
+
+  // Output: at most one of each kind, so a config server that stops reading costs nothing more.
+  bool register_due = false;
+  std::optional<uint64_t> ack_due;
+  bool heartbeat_due = false;
+  std::map<uint32_t, control::PurgeShard> purge_due;  // latest progress per shard
+  bool writing = false;
+  Clock::time_point write_started{};
+  Clock::time_point last_heartbeat{};
+  std::vector<uint8_t> out;
+
+  std::vector<uint8_t> in = std::vector<uint8_t>(kReadBufferSize);
+  size_t begin = 0, end = 0;  // unparsed bytes of `in`
+};
+
+template <typename F>
+void ConfigLink::State::invoke(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {} failed: {}", who(), what, e.what());
+  }
+}
+
+void ConfigLink::State::close_socket() {
+  boost::system::error_code ec;
+  if (socket.is_open()) socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
+void ConfigLink::State::wake_writer() {
+  if (socket.is_open()) wake.cancel();
+}
+
+void ConfigLink::State::stop() {
+  if (stopped) return;
+  stopped = true;
+  welcomed = false;
+  retry_timer.cancel();
+  resolver.cancel();
+  heartbeat_timer.cancel();
+  wake.cancel();
+  close_socket();
+}
+
+asio::awaitable<void> ConfigLink::State::run(std::shared_ptr<State> keep_alive) {
+  (void)keep_alive;  // the frame's copy keeps the state alive until the loop ends
+  while (!stopped) {
+    std::string reason;
+    try {
+      reason = co_await session();
+    } catch (const std::exception& e) {
+      reason = std::string("internal error: ") + e.what();
+      failure_level = spdlog::level::err;
+    }
+    const bool was_up = welcomed;
+    welcomed = false;
+    close_socket();
+    if (stopped) break;
+    // One line per change of state; a config server that stays down logs nothing more, but one
+    // that misbehaves (malformed messages, a stuck write) is reported every time.
+    if (failure_level != spdlog::level::info) {
+      spdlog::log(failure_level, "{}: config server {}: {}; reconnecting", who(), address, reason);
+      quiet = true;
+    } else if (was_up) {
+      spdlog::info("{}: lost the connection to the config server {}: {}; reconnecting", who(),
+                   address, reason);
+      quiet = true;
+    } else if (!quiet) {
+      spdlog::info("{}: no connection to the config server {}: {}; retrying with back-off", who(),
+                   address, reason);
+      quiet = true;
+    } else {
+      spdlog::debug("{}: config server {}: {}", who(), address, reason);
+    }
+    if (was_up) {
+      invoke("on_state", [&] {
+        if (cb.on_state) cb.on_state(false);
+      });
+      if (Clock::now() - welcomed_at >= kStableSession) backoff.reset();
+      if (stopped) break;  // on_state may have stopped the link
+    }
+    retry_timer.expires_after(backoff.next());
+    co_await retry_timer.async_wait(kTuple);
+  }
+  spdlog::debug("{}: stopped", who());
+}
+
+asio::awaitable<std::string> ConfigLink::State::connect() {
+  asio::steady_timer deadline(ctx, settings.connect_timeout);
+  auto resolved =
+      co_await (resolver.async_resolve(host_port.host, std::to_string(host_port.port), kTuple) ||
+                deadline.async_wait(kTuple));
+  if (resolved.index() != 0) co_return "resolving " + host_port.host + " timed out";
+  auto [resolve_ec, endpoints] = std::get<0>(resolved);
+  if (resolve_ec) co_return "cannot resolve " + host_port.host + ": " + resolve_ec.message();
+  if (stopped) co_return "stopped";
+
+  socket = tcp::socket(ctx);
+  auto connected =
+      co_await (asio::async_connect(socket, endpoints, kTuple) || deadline.async_wait(kTuple));
+  if (connected.index() != 0) {
+    co_return "connecting timed out after " + std::to_string(settings.connect_timeout.count()) +
+        " ms";
+  }
+  if (auto ec = std::get<0>(std::get<0>(connected))) co_return ec.message();
+  if (stopped) co_return "stopped";
+  boost::system::error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);
+  socket.set_option(asio::socket_base::keep_alive(true), ec);
+  co_return std::string();
+}
+
+asio::awaitable<std::string> ConfigLink::State::session() {
+  failure_level = spdlog::level::info;
+  std::string reason = co_await connect();
+  if (!reason.empty()) co_return reason;
+  if (stopped) co_return "stopped";
+
+  // A new session: the registration carries the latest version, so an older ack is moot; purge
+  // progress kept while disconnected goes out after it.
+  session_start = Clock::now();
+  begin = end = 0;
+  register_due = true;
+  ack_due.reset();
+  heartbeat_due = false;
+  writing = false;
+  heartbeat = settings.default_heartbeat;
+  co_await (read_loop(reason) || heartbeat_loop(reason) || write_loop(reason));
+  if (reason.empty()) reason = "closed";
+  co_return reason;
+}
+
+bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
+  if (auto* w = std::get_if<control::Welcome>(&m)) {
+    heartbeat = w->heartbeat_ms == 0 ? settings.default_heartbeat
+                                     : std::max(milliseconds(w->heartbeat_ms), kMinHeartbeat);
+    config_version = w->config_version;
+    if (!welcomed) {
+      welcomed = true;
+      welcomed_at = Clock::now();
+      quiet = false;
+      spdlog::info("{}: connected to the config server {} (its version {}, ours {})", who(),
+                   address, config_version, self.version);
+      heartbeat_due = true;  // stats at once, then every interval
+      wake_writer();
+      heartbeat_timer.cancel();  // re-armed with the interval the welcome gave
+      invoke("on_state", [&] {
+        if (cb.on_state) cb.on_state(true);
+      });
+    }
+    return true;
+  }
+  if (!welcomed) {
+    reason = std::string("expected a welcome, got a ") + control::type_name(m) + " message";
+    failure_level = spdlog::level::err;
+    return false;
+  }
+  if (auto* push = std::get_if<control::TablePush>(&m)) {
+    spdlog::debug("{}: table version {} pushed", who(), push->table.version);
+    invoke("on_table", [&] {
+      if (cb.on_table) cb.on_table(std::move(*push));
+    });
+    return true;
+  }
+  if (auto* purge = std::get_if<control::PurgeCommand>(&m)) {
+    if (!cb.on_purge) {
+      spdlog::debug("{}: ignoring a purge command", who());
+      return true;
+    }
+    invoke("on_purge", [&] { cb.on_purge(*purge); });
+    return true;
+  }
+  reason = std::string("unexpected ") + control::type_name(m) + " message";
+  failure_level = spdlog::level::err;
+  return false;
+}
+
+asio::awaitable<void> ConfigLink::State::read_loop(std::string& reason) {
+  for (;;) {
+    // Everything already buffered first: a welcome and a table may arrive in one segment.
+    while (begin < end) {
+      control::Message m;
+      size_t used = 0;
+      std::string error;
+      const auto st = control::next_message({in.data() + begin, end - begin}, m, used, error);
+      if (st == control::DecodeStatus::kNeedMore) break;
+      if (st != control::DecodeStatus::kOk) {
+        if (reason.empty()) {
+          reason = "malformed message: " + error;
+          failure_level = spdlog::level::err;
+        }
+        close_socket();
+        co_return;
+      }
+      begin += used;
+      std::string why;
+      if (!handle(m, why)) {
+        if (reason.empty()) reason = why;
+        close_socket();
+        co_return;
+      }
+      if (stopped || !socket.is_open()) co_return;  // a callback stopped the link
+    }
+    if (begin == end) {
+      begin = end = 0;
+      if (in.size() > kShrinkAbove) {
+        in.resize(kReadBufferSize);
+        in.shrink_to_fit();
+      }
+    } else if (begin > 0) {
+      std::memmove(in.data(), in.data() + begin, end - begin);
+      end -= begin;
+      begin = 0;
+    }
+    // Room for the whole frame once its length is known (at most kMaxMessageSize: larger ones
+    // were refused above).
+    if (end >= control::kLengthPrefixSize) {
+      const size_t need = control::kLengthPrefixSize + (size_t{in[0]} << 24 | size_t{in[1]} << 16 |
+                                                        size_t{in[2]} << 8 | size_t{in[3]});
+      if (need > in.size()) in.resize(need);
+    }
+    if (end == in.size()) in.resize(in.size() * 2);  // cannot happen; keeps the read non-empty
+
+    auto [ec, n] =
+        co_await socket.async_read_some(asio::buffer(in.data() + end, in.size() - end), kTuple);
+    if (ec) {
+      if (reason.empty()) {
+        reason = ec == asio::error::eof ? "closed by the config server" : ec.message();
+      }
+      close_socket();
+      co_return;
+    }
+    end += n;
+  }
+}
+
+asio::awaitable<void> ConfigLink::State::heartbeat_loop(std::string& reason) {
+  for (;;) {
+    if (welcomed) {
+      heartbeat_timer.expires_after(heartbeat);
+    } else {
+      heartbeat_timer.expires_at(session_start + settings.connect_timeout);
+    }
+    auto [ec] = co_await heartbeat_timer.async_wait(kTuple);
+    if (stopped || !socket.is_open()) co_return;
+    if (ec) continue;  // re-armed after the welcome
+    if (!welcomed) {
+      if (reason.empty()) {
+        reason = "no welcome within " + std::to_string(settings.connect_timeout.count()) + " ms";
+      }
+      close_socket();
+      co_return;
+    }
+    if (writing && Clock::now() - write_started >= settings.write_timeout) {
+      if (reason.empty()) {
+        reason = "a write has been stuck for " +
+                 std::to_string(ms_count(Clock::now() - write_started)) + " ms";
+        failure_level = spdlog::level::warn;
+      }
+      close_socket();
+      co_return;
+    }
+    heartbeat_due = true;  // if the last one is still held back by a slow write, this replaces it
+    wake_writer();
+  }
+}
+
+bool ConfigLink::State::has_output() const {
+  return register_due || ack_due || !purge_due.empty() || (heartbeat_due && welcomed);
+}
+
+void ConfigLink::State::encode_output() {
+  out.clear();
+  if (register_due) {
+    control::append_message(self, out);
+    register_due = false;
+  }
+  if (ack_due) {
+    control::append_message(control::Ack{*ack_due}, out);
+    ack_due.reset();
+  }
+  if (!purge_due.empty()) {
+    control::PurgeReport report;
+    report.shards.reserve(purge_due.size());
+    for (const auto& entry : purge_due) report.shards.push_back(entry.second);
+    purge_due.clear();
+    control::append_message(report, out);
+  }
+  if (heartbeat_due && welcomed) {
+    control::Heartbeat hb{self.version, {}};
+    invoke("stats", [&] {
+      if (cb.stats) hb.stats = cb.stats();
+    });
+    control::append_message(hb, out);
+    heartbeat_due = false;
+    last_heartbeat = Clock::now();
+  }
+}
+
+asio::awaitable<void> ConfigLink::State::write_loop(std::string& reason) {
+  for (;;) {
+    if (stopped || !socket.is_open()) co_return;
+    if (!has_output()) {
+      wake.expires_at(Clock::time_point::max());
+      co_await wake.async_wait(kTuple);  // cancelled by wake_writer()
+      continue;
+    }
+    encode_output();
+    writing = true;
+    write_started = Clock::now();
+    auto [ec, n] = co_await asio::async_write(socket, asio::buffer(out), kTuple);
+    writing = false;
+    if (ec) {
+      if (reason.empty()) reason = "write failed: " + ec.message();
+      close_socket();
+      co_return;
+    }
+  }
+}
+
+// ---- ConfigLink ---------------------------------------------------------------------------------
+
+ConfigLink::ConfigLink(asio::io_context& ctx, std::string config_address, control::Register self,
+                       Callbacks cb, ConfigLinkSettings settings)
+    : state_(std::make_shared<State>(ctx, std::move(config_address), std::move(self), std::move(cb),
+                                     settings)) {}
+
+// The callbacks stay: the destructor may run inside one of them.
+ConfigLink::~ConfigLink() { state_->stop(); }
+
+void ConfigLink::start() {
+  State& s = *state_;
+  if (s.started || s.stopped) return;
+  s.started = true;
+  asio::co_spawn(s.ctx, s.run(state_), asio::detached);
+}
+
+void ConfigLink::stop() { state_->stop(); }
+
+void ConfigLink::ack(uint64_t version) {
+  State& s = *state_;
+  s.self.version = version;
+  s.ack_due = version;
+  s.wake_writer();
+}
+
+void ConfigLink::send_purge_report(control::PurgeReport r) {
+  State& s = *state_;
+  for (const control::PurgeShard& shard : r.shards) s.purge_due[shard.shard] = shard;
+  s.wake_writer();
+}
+
+void ConfigLink::heartbeat_now() {
+  State& s = *state_;
+  if (!s.welcomed || Clock::now() - s.last_heartbeat < kHeartbeatNowGap) return;
+  s.heartbeat_due = true;
+  s.wake_writer();
+}
+
+bool ConfigLink::connected() const { return state_->welcomed; }
+uint64_t ConfigLink::version() const { return state_->self.version; }
+uint64_t ConfigLink::config_version() const { return state_->config_version; }
+
+}  // namespace imhash

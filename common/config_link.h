@@ -1,0 +1,88 @@
+// ConfigLink: a hash or login server's persistent connection to the config server (DESIGN §4, §5;
+// the messages are in common/control_protocol.h). It registers, sends a heartbeat with the node's
+// stats every interval the config server asks for, delivers table pushes and purge commands in the
+// order they arrive, sends acks and purge reports, and when the connection fails or closes it
+// reconnects with exponential back-off and jitter, forever, registering again with the latest acked
+// version (the config server then pushes the latest table if the node is behind).
+//
+// The data path never waits on this link: callbacks run on the link's io_context (the node's
+// control thread) and the node hands work to its data threads itself. What the link keeps for
+// sending is bounded: at most one heartbeat (a new one replaces one that a stuck write holds back),
+// the latest ack, and the latest purge progress of each shard; a write stuck for write_timeout
+// drops the connection. An incoming message above control::kMaxMessageSize, a malformed one or one
+// the config server should not send is logged and the link reconnects.
+//
+// Not thread-safe: construct it, call every method and destroy it on the thread that runs `ctx`
+// (or before that thread starts running it). Callbacks run on that thread, never after stop().
+// Destroying the link stops it; what is still pending in `ctx` finishes there without touching the
+// ConfigLink object. Destroy it before `ctx`.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/json/object.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/control_protocol.h"
+
+namespace imhash {
+
+struct ConfigLinkSettings {
+  std::chrono::milliseconds connect_timeout{2000};    // resolve + connect, then again for welcome
+  std::chrono::milliseconds default_heartbeat{1000};  // when the welcome says 0
+  std::chrono::milliseconds backoff_initial{50};
+  std::chrono::milliseconds backoff_max{2000};
+  std::chrono::milliseconds write_timeout{10000};  // a write stuck this long drops the connection
+};
+
+class ConfigLink {
+ public:
+  // All run on `ctx`'s thread; any may be empty.
+  struct Callbacks {
+    // A table push: the node installs it, then calls ack(version).
+    std::function<void(control::TablePush)> on_table;
+    // Hash servers start the purge and report with send_purge_report(); login servers ignore it.
+    std::function<void(control::PurgeCommand)> on_purge;
+    // Sampled for each heartbeat: numbers only (other values are left out).
+    std::function<boost::json::object()> stats;
+    // Connected (welcomed) or disconnected: for logging and metrics.
+    std::function<void(bool connected)> on_state;
+  };
+
+  // config_address "HOST:PORT" (throws UsageError if malformed). `self.version` is the table
+  // version the node starts with (0 if none).
+  ConfigLink(boost::asio::io_context& ctx, std::string config_address, control::Register self,
+             Callbacks cb, ConfigLinkSettings settings = {});
+  ~ConfigLink();  // stop()
+  ConfigLink(const ConfigLink&) = delete;
+  ConfigLink& operator=(const ConfigLink&) = delete;
+
+  void start();
+  // Closes the connection, cancels every timer, no more reconnects and no more callbacks; once
+  // `ctx` has run the cancellations (ctx.run() returns if nothing else is pending) nothing remains.
+  void stop();
+
+  // The node runs table `version` now: sent to the config server, and recorded for heartbeats and
+  // for registering again after a reconnect.
+  void ack(uint64_t version);
+  // Sent at once if connected; otherwise the latest progress of each shard is kept and sent after
+  // the next registration. A report written just as the connection dies is lost with it, so a hash
+  // server reports periodically while a purge runs, and once when it ends.
+  void send_purge_report(control::PurgeReport r);
+  // Sends a heartbeat now rather than at the next interval (at most one per 100 ms), e.g. after a
+  // hash server answered MOVED: the config server pushes the latest table to a node that is behind.
+  void heartbeat_now();
+
+  bool connected() const;           // registered and welcomed, connection up
+  uint64_t version() const;         // the version registered / last acked
+  uint64_t config_version() const;  // the config server's version in its last welcome (0: none yet)
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace imhash

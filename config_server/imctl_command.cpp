@@ -1,0 +1,500 @@
+#include "config_server/imctl_command.h"
+
+#include <boost/json.hpp>
+#include <initializer_list>
+#include <limits>
+
+#include "common/options.h"
+#include "common/routing_table.h"
+#include "config_server/admin_handler.h"
+
+namespace imhash {
+
+namespace json = boost::json;
+using boost::beast::http::verb;
+
+namespace {
+
+constexpr std::string_view kIdExpected =
+    "expected a decimal integer between 0 and 18446744073709551615";
+
+std::string quoted(std::string_view text) { return "'" + printable(text, 80) + "'"; }
+
+ImctlParse usage_error(std::string error) {
+  ImctlParse parse;
+  parse.error = std::move(error);
+  return parse;
+}
+
+// Matches "--flag VALUE" and "--flag=VALUE" at args[i] (advancing i past a separate value).
+// Returns false if args[i] is not `flag`; sets `error` if the value is missing.
+bool take_value(const std::vector<std::string>& args, size_t& i, std::string_view flag,
+                std::string& value, std::string& error) {
+  const std::string& arg = args[i];
+  if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
+    value = arg.substr(flag.size() + 1);
+    return true;
+  }
+  if (arg != flag) return false;
+  if (i + 1 >= args.size()) {
+    error = std::string(flag) + " needs a value";
+  } else {
+    value = args[++i];
+  }
+  return true;
+}
+
+struct Flag {
+  std::string_view name;
+  bool takes_value;
+};
+
+struct CommandArgs {
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> flags;  // in the order given
+
+  const std::string* flag(std::string_view name) const {
+    for (const auto& [n, v] : flags) {
+      if (n == name) return &v;
+    }
+    return nullptr;
+  }
+};
+
+// Splits a command's arguments (rest[from..]) into positionals and the flags it knows.
+std::string split_args(const std::vector<std::string>& rest, size_t from,
+                       const std::string& command, std::initializer_list<Flag> known,
+                       CommandArgs& out) {
+  for (size_t i = from; i < rest.size(); ++i) {
+    const std::string& arg = rest[i];
+    if (!arg.starts_with("--")) {
+      out.positional.push_back(arg);
+      continue;
+    }
+    bool matched = false;
+    for (const Flag& flag : known) {
+      std::string value, error;
+      if (flag.takes_value) {
+        if (!take_value(rest, i, flag.name, value, error)) continue;
+        if (!error.empty()) return command + ": " + error;
+      } else if (arg != flag.name) {
+        continue;
+      }
+      if (out.flag(flag.name)) return command + ": " + std::string(flag.name) + " is given twice";
+      out.flags.emplace_back(std::string(flag.name), std::move(value));
+      matched = true;
+      break;
+    }
+    if (!matched) return command + ": unknown option " + quoted(arg);
+  }
+  return {};
+}
+
+std::string positional_count(const std::string& command, const CommandArgs& args, size_t want,
+                             std::string_view shape) {
+  if (args.positional.size() == want) return {};
+  if (args.positional.size() > want && want > 0) {
+    return command + ": unexpected argument " + quoted(args.positional[want]) +
+           " (usage: " + std::string(shape) + ")";
+  }
+  if (want == 0) return command + ": unexpected argument " + quoted(args.positional[0]);
+  return command + ": expected " + std::string(shape);
+}
+
+std::string check_name(const std::string& command, const std::string& name) {
+  if (is_valid_server_name(name)) return {};
+  return command + ": " + quoted(name) + " is not a valid server name (1 to " +
+         std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
+}
+
+// Parses a decimal count in [min, max] for a flag or a spec part.
+std::optional<uint64_t> count_in(std::string_view text, uint64_t min, uint64_t max) {
+  const auto n = parse_decimal_id(text);
+  if (!n || *n < min || *n > max) return std::nullopt;
+  return n;
+}
+
+std::string json_text(const json::object& object) { return json::serialize(object); }
+
+}  // namespace
+
+std::string imctl_usage() {
+  return R"(usage: imctl [--admin HOST:PORT] [--json] [--timeout-ms N] COMMAND
+
+imctl talks to the config server's admin API (HTTP/JSON, docs/admin_api.md).
+  --admin HOST:PORT  the admin API (default: $IMHASH_ADMIN, else 127.0.0.1:7100)
+  --json             print the server's JSON reply as is, for scripts
+  --timeout-ms N     bound on the whole exchange, in milliseconds (default 5000)
+  --help             print this help
+
+commands:
+  status                               nodes, their table versions and heartbeats; purges
+  table                                the current routing table
+  servers                              the hash servers and their state
+  history [--limit N]                  table versions, newest first (default 20, at most 1000)
+  mode MODE [--modulo-hash mix|identity]
+                                       switch the table to modulo, range or ring mode
+  server add NAME[=HOST:PORT][/SHARDS][*WEIGHT]...
+                                       add hash servers (address and shards default to the
+                                       registered node's)
+  server remove NAME...                remove hash servers
+  assign LO-HI NAME                    range mode: ids LO..HI (inclusive; or one ID) go to NAME
+  split AT                             range mode: split the range holding AT so that AT starts one
+  merge LO-HI                          range mode: merge the ranges inside LO..HI into one
+  purge NAME [--not-owned | --older-than AGE | --all | --cancel | --status]
+                                       purge records on a hash server (default: --not-owned);
+                                       AGE: 90, 90s, 15m, 2h or 7d
+  where ID                             the server and shard that own user ID
+
+exit status: 0 done; 1 the config server refused the request; 64 bad command line;
+             69 the config server could not be reached or did not answer
+)";
+}
+
+AgeParse parse_age(std::string_view text) {
+  AgeParse out;
+  const std::string bad = "bad AGE " + quoted(text) +
+                          ": expected a number of seconds, or a number "
+                          "followed by s, m, h or d (90, 90s, 15m, 2h, 7d)";
+  if (text.empty()) {
+    out.error = bad;
+    return out;
+  }
+  uint64_t unit = 1;
+  switch (text.back()) {
+    case 's':
+      unit = 1;
+      break;
+    case 'm':
+      unit = 60;
+      break;
+    case 'h':
+      unit = 3600;
+      break;
+    case 'd':
+      unit = 86400;
+      break;
+    default:
+      unit = 0;
+  }
+  const std::string_view digits = unit == 0 ? text : text.substr(0, text.size() - 1);
+  if (unit == 0) unit = 1;
+  const auto n = parse_decimal_id(digits);
+  if (!n) {
+    out.error = bad;
+    return out;
+  }
+  constexpr uint64_t kMax = std::numeric_limits<uint32_t>::max();
+  if (*n == 0) {
+    out.error = "bad AGE " + quoted(text) + ": it must be at least 1 second";
+  } else if (*n > kMax / unit) {
+    out.error = "bad AGE " + quoted(text) + ": at most " + std::to_string(kMax) + " seconds";
+  } else {
+    out.seconds = static_cast<uint32_t>(*n * unit);
+  }
+  return out;
+}
+
+RangeParse parse_range_arg(std::string_view text) {
+  RangeParse out;
+  if ((out.range = parse_id_range(text))) return out;
+  const size_t dash = text.find('-');
+  if (dash != std::string_view::npos) {
+    const auto lo = parse_decimal_id(text.substr(0, dash));
+    const auto hi = parse_decimal_id(text.substr(dash + 1));
+    if (lo && hi && *lo > *hi) {
+      out.error = "range " + std::string(text) + ": lo is greater than hi";
+      return out;
+    }
+  }
+  out.error = quoted(text) + " is not a range: expected LO-HI or ID, ids " +
+              std::string(kIdExpected.substr(std::string_view("expected ").size()));
+  return out;
+}
+
+SpecParse parse_server_spec(std::string_view text) {
+  SpecParse out;
+  const std::string shape = quoted(text) + ": expected NAME[=HOST:PORT][/SHARDS][*WEIGHT]";
+  size_t end = text.find_first_of("=/*");
+  ServerSpec spec;
+  spec.name = std::string(text.substr(0, end));
+  if (!is_valid_server_name(spec.name)) {
+    out.error = quoted(spec.name) + " is not a valid server name (1 to " +
+                std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
+    return out;
+  }
+  if (end != std::string_view::npos && text[end] == '=') {
+    const size_t next = text.find_first_of("/*", end + 1);
+    const std::string address(text.substr(end + 1, next - end - 1));
+    std::string problem;
+    try {
+      if (parse_host_port(address, "address").port == 0) problem = "has port 0";
+    } catch (const UsageError&) {
+      problem = "is not HOST:PORT";
+    }
+    if (!problem.empty()) {
+      out.error = quoted(text) + ": address " + quoted(address) + " " + problem;
+      return out;
+    }
+    spec.address = address;
+    end = next;
+  }
+  if (end != std::string_view::npos && text[end] == '/') {
+    const size_t next = text.find('*', end + 1);
+    const auto shards = count_in(text.substr(end + 1, next - end - 1), 1, kMaxShards);
+    if (!shards) {
+      out.error =
+          quoted(text) + ": SHARDS must be a number between 1 and " + std::to_string(kMaxShards);
+      return out;
+    }
+    spec.shards = static_cast<uint32_t>(*shards);
+    end = next;
+  }
+  if (end != std::string_view::npos && text[end] == '*') {
+    const auto weight = count_in(text.substr(end + 1), 1, kMaxWeight);
+    if (!weight) {
+      out.error =
+          quoted(text) + ": WEIGHT must be a number between 1 and " + std::to_string(kMaxWeight);
+      return out;
+    }
+    spec.weight = static_cast<uint32_t>(*weight);
+    end = std::string_view::npos;
+  }
+  if (end != std::string_view::npos) {
+    out.error = shape;
+    return out;
+  }
+  out.spec = std::move(spec);
+  return out;
+}
+
+ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* env_admin) {
+  ImctlInvocation inv;
+  std::vector<std::string> rest;
+  std::optional<std::string> admin;
+  std::optional<std::string> timeout;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value, error;
+    if (args[i] == "--help" || args[i] == "-h") {
+      ImctlParse help;
+      help.help = true;
+      return help;
+    }
+    if (args[i] == "--json") {
+      inv.json = true;
+    } else if (take_value(args, i, "--admin", value, error)) {
+      if (!error.empty()) return usage_error(error);
+      admin = value;
+    } else if (take_value(args, i, "--timeout-ms", value, error)) {
+      if (!error.empty()) return usage_error(error);
+      timeout = value;
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+
+  std::string source = "--admin";
+  if (admin) {
+    inv.admin = *admin;
+  } else if (env_admin && *env_admin) {
+    inv.admin = env_admin;
+    source = kImctlAdminEnv;
+  }
+  try {
+    const HostPort hp = parse_host_port(inv.admin, source);
+    if (hp.port == 0) return usage_error(source + ": port 0 is not allowed");
+    inv.host = hp.host;
+    inv.port = hp.port;
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
+  if (timeout) {
+    const auto ms = count_in(*timeout, 1, 3'600'000);
+    if (!ms) {
+      return usage_error(
+          "--timeout-ms must be a number of milliseconds between 1 and 3600000 (got " +
+          quoted(*timeout) + ")");
+    }
+    inv.timeout = std::chrono::milliseconds(*ms);
+  }
+
+  if (rest.empty()) return usage_error("no command given");
+  const std::string& command = rest[0];
+  if (command.starts_with("-")) return usage_error("unknown option " + quoted(command));
+  inv.name = command;
+  CommandArgs a;
+  std::string e;
+  json::object body;
+
+  if (command == "status" || command == "table" || command == "servers") {
+    e = split_args(rest, 1, command, {}, a);
+    if (e.empty()) e = positional_count(command, a, 0, command);
+    inv.command = command == "status"  ? ImctlCommand::kStatus
+                  : command == "table" ? ImctlCommand::kTable
+                                       : ImctlCommand::kServers;
+    inv.target = "/v1/" + command;
+  } else if (command == "history") {
+    e = split_args(rest, 1, command, {{"--limit", true}}, a);
+    if (e.empty()) e = positional_count(command, a, 0, "history [--limit N]");
+    inv.command = ImctlCommand::kHistory;
+    inv.target = "/v1/history";
+    if (e.empty() && a.flag("--limit")) {
+      const auto limit = count_in(*a.flag("--limit"), 1, kAdminMaxHistoryLimit);
+      if (!limit) {
+        e = "history: --limit must be a number between 1 and " +
+            std::to_string(kAdminMaxHistoryLimit) + " (got " + quoted(*a.flag("--limit")) + ")";
+      } else {
+        inv.target += "?limit=" + std::to_string(*limit);
+      }
+    }
+  } else if (command == "mode") {
+    e = split_args(rest, 1, command, {{"--modulo-hash", true}}, a);
+    if (e.empty()) e = positional_count(command, a, 1, "mode MODE [--modulo-hash mix|identity]");
+    inv.command = ImctlCommand::kMode;
+    inv.method = verb::post;
+    inv.target = "/v1/mode";
+    if (e.empty()) {
+      const auto mode = parse_mode(a.positional[0]);
+      if (!mode) {
+        e = "mode: unknown mode " + quoted(a.positional[0]) + " (expected modulo, range or ring)";
+      } else {
+        body["mode"] = to_string(*mode);
+      }
+      if (e.empty() && a.flag("--modulo-hash")) {
+        const auto hash = parse_modulo_hash(*a.flag("--modulo-hash"));
+        if (!hash) {
+          e = "mode: unknown --modulo-hash " + quoted(*a.flag("--modulo-hash")) +
+              " (expected mix or identity)";
+        } else if (*mode != RoutingMode::kModulo) {
+          e = "mode: --modulo-hash applies to mode modulo only";
+        } else {
+          body["modulo_hash"] = to_string(*hash);
+        }
+      }
+    }
+  } else if (command == "server") {
+    const std::string sub = rest.size() > 1 ? rest[1] : "";
+    if (sub != "add" && sub != "remove") {
+      return usage_error("server: expected 'server add NAME...' or 'server remove NAME...'");
+    }
+    inv.name = "server " + sub;
+    e = split_args(rest, 2, inv.name, {}, a);
+    if (e.empty() && a.positional.empty()) e = inv.name + ": expected at least one server";
+    inv.method = verb::post;
+    if (sub == "add") {
+      inv.command = ImctlCommand::kServerAdd;
+      inv.target = "/v1/servers";
+      json::array servers;
+      for (size_t i = 0; e.empty() && i < a.positional.size(); ++i) {
+        SpecParse spec = parse_server_spec(a.positional[i]);
+        if (!spec.spec) {
+          e = inv.name + ": " + spec.error;
+          break;
+        }
+        json::object s{{"name", spec.spec->name}};
+        if (spec.spec->address) s["address"] = *spec.spec->address;
+        if (spec.spec->shards) s["shards"] = *spec.spec->shards;
+        if (spec.spec->weight != 1) s["weight"] = spec.spec->weight;
+        servers.push_back(std::move(s));
+      }
+      body["servers"] = std::move(servers);
+    } else {
+      inv.command = ImctlCommand::kServerRemove;
+      inv.target = "/v1/servers/remove";
+      json::array names;
+      for (size_t i = 0; e.empty() && i < a.positional.size(); ++i) {
+        e = check_name(inv.name, a.positional[i]);
+        names.emplace_back(a.positional[i]);
+      }
+      body["names"] = std::move(names);
+    }
+  } else if (command == "assign" || command == "merge") {
+    const bool assign = command == "assign";
+    e = split_args(rest, 1, command, {}, a);
+    if (e.empty()) {
+      e = positional_count(command, a, assign ? 2 : 1,
+                           assign ? "assign LO-HI NAME" : "merge LO-HI");
+    }
+    inv.command = assign ? ImctlCommand::kAssign : ImctlCommand::kMerge;
+    inv.method = verb::post;
+    inv.target = "/v1/" + command;
+    if (e.empty()) {
+      const RangeParse range = parse_range_arg(a.positional[0]);
+      if (!range.range) {
+        e = command + ": " + range.error;
+      } else {
+        body["lo"] = range.range->first;
+        body["hi"] = range.range->second;
+      }
+    }
+    if (e.empty() && assign) {
+      e = check_name(command, a.positional[1]);
+      body["server"] = a.positional[1];
+    }
+  } else if (command == "split" || command == "where") {
+    e = split_args(rest, 1, command, {}, a);
+    if (e.empty())
+      e = positional_count(command, a, 1, command + (command == "split" ? " AT" : " ID"));
+    std::optional<uint64_t> id;
+    if (e.empty() && !(id = parse_decimal_id(a.positional[0]))) {
+      e = command + ": " + quoted(a.positional[0]) + " is not an id: " + std::string(kIdExpected);
+    }
+    if (command == "split") {
+      inv.command = ImctlCommand::kSplit;
+      inv.method = verb::post;
+      inv.target = "/v1/split";
+      if (id) body["at"] = *id;
+    } else {
+      inv.command = ImctlCommand::kWhere;
+      inv.target = "/v1/where/" + (id ? std::to_string(*id) : std::string());
+    }
+  } else if (command == "purge") {
+    e = split_args(rest, 1, command,
+                   {{"--not-owned", false},
+                    {"--older-than", true},
+                    {"--all", false},
+                    {"--cancel", false},
+                    {"--status", false}},
+                   a);
+    if (e.empty())
+      e = positional_count(
+          command, a, 1,
+          "purge NAME [--not-owned | --older-than AGE | --all | --cancel | --status]");
+    if (e.empty()) e = check_name(command, a.positional[0]);
+    if (e.empty() && a.flags.size() > 1) {
+      e = "purge: give at most one of --not-owned, --older-than, --all, --cancel, --status";
+    }
+    const std::string kind = a.flags.empty() ? "--not-owned" : a.flags[0].first;
+    inv.command = ImctlCommand::kPurge;
+    inv.method = verb::post;
+    inv.target = "/v1/purge";
+    if (e.empty() && kind == "--status") {
+      inv.command = ImctlCommand::kPurgeStatus;
+      inv.method = verb::get;
+      inv.server = a.positional[0];
+    } else if (e.empty()) {
+      body["server"] = a.positional[0];
+      if (kind == "--older-than") {
+        const AgeParse age = parse_age(a.flags[0].second);
+        if (!age.seconds) {
+          e = "purge: --older-than: " + age.error;
+        } else {
+          body["kind"] = "older_than";
+          body["age_s"] = *age.seconds;
+        }
+      } else {
+        body["kind"] = kind == "--all" ? "all" : kind == "--cancel" ? "cancel" : "not_owned";
+      }
+    }
+  } else {
+    return usage_error("unknown command " + quoted(command));
+  }
+
+  if (!e.empty()) return usage_error(e);
+  if (inv.method == verb::post) inv.body = json_text(body);
+  ImctlParse parse;
+  parse.invocation = std::move(inv);
+  return parse;
+}
+
+}  // namespace imhash

@@ -1,0 +1,91 @@
+// imctl's command line (docs/admin_api.md): the arguments in, the one admin API request they mean
+// out (method, target, JSON body), or a usage error naming what is wrong. Pure: no I/O.
+//
+//   imctl [--admin HOST:PORT] [--json] [--timeout-ms N] COMMAND
+//
+// Thread rules: plain functions; any thread.
+#pragma once
+
+#include <boost/beast/http/verb.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config_server/admin_backend.h"
+
+namespace imhash {
+
+inline constexpr const char* kImctlDefaultAdmin = "127.0.0.1:7100";
+inline constexpr const char* kImctlAdminEnv = "IMHASH_ADMIN";
+
+enum class ImctlCommand : uint8_t {
+  kStatus,
+  kTable,
+  kServers,
+  kHistory,
+  kMode,
+  kServerAdd,
+  kServerRemove,
+  kAssign,
+  kSplit,
+  kMerge,
+  kPurge,        // start or cancel a purge
+  kPurgeStatus,  // purge NAME --status: GET /v1/purge, shown for NAME only
+  kWhere,
+};
+
+struct ImctlInvocation {
+  // Global options.
+  std::string admin = kImctlDefaultAdmin;  // as given, for messages
+  std::string host = "127.0.0.1";
+  uint16_t port = 7100;
+  bool json = false;  // print the server's JSON body as is
+  std::chrono::milliseconds timeout{5000};
+
+  // The command and its request.
+  ImctlCommand command = ImctlCommand::kStatus;
+  std::string name;  // the command as errors name it: "assign", "server add"
+  boost::beast::http::verb method = boost::beast::http::verb::get;
+  std::string target;  // "/v1/where/42"
+  std::string body;    // JSON text for POST; empty for GET
+  std::string server;  // kPurgeStatus: the server whose purges are shown
+};
+
+struct ImctlParse {
+  std::optional<ImctlInvocation> invocation;
+  bool help = false;  // --help: print imctl_usage() and exit 0
+  std::string error;  // a usage error ("assign: range 5-3: lo is greater than hi"); exit 64
+};
+
+// `args` are argv[1..]. Global options may stand before or after the command. `env_admin` is the
+// value of IMHASH_ADMIN (nullptr if unset); --admin wins over it.
+ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* env_admin);
+
+std::string imctl_usage();
+
+// AGE: "90" or "90s" (seconds), "15m", "2h", "7d"; 1 second .. 2^32-1 seconds. Error text if bad.
+struct AgeParse {
+  std::optional<uint32_t> seconds;
+  std::string error;
+};
+AgeParse parse_age(std::string_view text);
+
+// "LO-HI" or "ID" (parse_id_range), with a message that says what is wrong.
+struct RangeParse {
+  std::optional<std::pair<uint64_t, uint64_t>> range;
+  std::string error;
+};
+RangeParse parse_range_arg(std::string_view text);
+
+// NAME[=HOST:PORT][/SHARDS][*WEIGHT], e.g. "hash4=127.0.0.1:7004/4*2", "hash5/8", "hash6".
+struct SpecParse {
+  std::optional<ServerSpec> spec;
+  std::string error;
+};
+SpecParse parse_server_spec(std::string_view text);
+
+}  // namespace imhash

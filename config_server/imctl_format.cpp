@@ -1,0 +1,413 @@
+#include "config_server/imctl_format.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "common/options.h"
+#include "common/routing_table.h"
+#include "config_server/admin_handler.h"
+
+namespace imhash {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kMissing = "-";
+
+const json::value* field(const json::value& v, std::string_view key) {
+  const json::object* object = v.if_object();
+  return object ? object->if_contains(json::string_view(key.data(), key.size())) : nullptr;
+}
+
+const json::array* array_field(const json::value& v, std::string_view key) {
+  const json::value* a = field(v, key);
+  return a ? a->if_array() : nullptr;
+}
+
+std::optional<uint64_t> number(const json::value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_uint64()) return v->get_uint64();
+  if (v->is_int64() && v->get_int64() >= 0) return static_cast<uint64_t>(v->get_int64());
+  if (v->is_string()) return parse_decimal_id(std::string_view(v->get_string()));
+  return std::nullopt;
+}
+
+// Any JSON value as a table cell.
+std::string text(const json::value* v) {
+  if (!v || v->is_null()) return std::string(kMissing);
+  switch (v->kind()) {
+    case json::kind::string:
+      return printable(std::string_view(v->get_string()), 200);
+    case json::kind::bool_:
+      return v->get_bool() ? "yes" : "no";
+    case json::kind::int64:
+      return std::to_string(v->get_int64());
+    case json::kind::uint64:
+      return std::to_string(v->get_uint64());
+    case json::kind::double_: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", v->get_double());
+      return buf;
+    }
+    default:
+      return printable(json::serialize(*v), 200);
+  }
+}
+
+std::string text(const json::value& object, std::string_view key) {
+  return text(field(object, key));
+}
+
+std::string mode_text(const json::value& body) {
+  std::string mode = text(body, "mode");
+  if (mode == "modulo" && field(body, "modulo_hash"))
+    mode += " (" + text(body, "modulo_hash") + ")";
+  return mode;
+}
+
+// A duration in milliseconds, integer or fractional; nullopt if `v` is not one.
+std::optional<std::string> duration_text(const json::value* v) {
+  if (auto ms = number(v)) return format_duration_ms(*ms);
+  if (!v || !v->is_double() || !(v->get_double() >= 0) || v->get_double() > 1e15) {
+    return std::nullopt;
+  }
+  if (v->get_double() < 0.05) return std::string("<0.1ms");
+  if (v->get_double() < 10) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.1fms", v->get_double());
+    return buf;
+  }
+  return format_duration_ms(static_cast<uint64_t>(v->get_double() + 0.5));
+}
+
+// Time since the node's last heartbeat, in milliseconds under whichever name the server uses.
+std::string heartbeat_text(const json::value& node) {
+  for (std::string_view key : {"last_heartbeat_ms", "heartbeat_age_ms"}) {
+    if (auto ms = duration_text(field(node, key))) return *ms + " ago";
+  }
+  return text(node, "last_heartbeat");
+}
+
+// A node's record count: "records", or "records" among its "stats".
+std::string records_text(const json::value& node) {
+  if (const json::value* r = field(node, "records")) return text(r);
+  if (const json::value* stats = field(node, "stats")) return text(*stats, "records");
+  return std::string(kMissing);
+}
+
+std::string time_text(const json::value* v) {
+  if (auto n = number(v)) {
+    return format_unix_time(*n > 100'000'000'000 ? *n / 1000 : *n);  // seconds or milliseconds
+  }
+  return text(v);
+}
+
+std::string progress_text(const json::value& purge) {
+  const auto scanned = number(field(purge, "scanned"));
+  const auto total = number(field(purge, "total"));
+  if (!scanned || !total) return std::string(kMissing);
+  return progress_bar(*scanned, *total) + "  " + std::to_string(*scanned) + "/" +
+         std::to_string(*total);
+}
+
+TextTable purge_table() {
+  return TextTable({"SERVER", "SHARD", "KIND", "STATE", "PROGRESS", "DELETED"});
+}
+
+void add_purge_row(TextTable& table, const json::value& purge, const std::string& server) {
+  table.add({server, text(purge, "shard"), text(purge, "kind"), text(purge, "state"),
+             progress_text(purge), text(purge, "deleted")});
+}
+
+std::string error_sentence(const HttpReply& reply, const json::value* body) {
+  const json::value* error = body ? field(*body, "error") : nullptr;
+  if (error && error->is_string()) return printable(std::string_view(error->get_string()), 1000);
+  return "the config server answered HTTP " + std::to_string(reply.status);
+}
+
+}  // namespace
+
+// ---- Pieces -------------------------------------------------------------------------------------
+
+std::string progress_bar(uint64_t done, uint64_t total, size_t width) {
+  const long double fraction =
+      total == 0 ? 0.0L : std::min(1.0L, static_cast<long double>(done) / total);
+  const auto filled = static_cast<size_t>(fraction * static_cast<long double>(width));
+  const auto percent = static_cast<unsigned>(fraction * 100.0L);
+  char pct[8];
+  std::snprintf(pct, sizeof pct, "%3u%%", percent);
+  return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] " + pct;
+}
+
+std::string format_duration_ms(uint64_t ms) {
+  char buf[48];
+  const uint64_t s = ms / 1000;
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof buf, "%llums", static_cast<unsigned long long>(ms));
+  } else if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llu.%llus", static_cast<unsigned long long>(s),
+                  static_cast<unsigned long long>(ms % 1000 / 100));
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%llum%02llus", static_cast<unsigned long long>(s / 60),
+                  static_cast<unsigned long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lluh%02llum", static_cast<unsigned long long>(s / 3600),
+                  static_cast<unsigned long long>(s % 3600 / 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llud%02lluh", static_cast<unsigned long long>(s / 86400),
+                  static_cast<unsigned long long>(s % 86400 / 3600));
+  }
+  return buf;
+}
+
+std::string format_unix_time(uint64_t seconds) {
+  using namespace std::chrono;
+  // Years beyond 9999 do not fit the format; no server sends them.
+  seconds = std::min<uint64_t>(seconds, 253402300799);  // 9999-12-31T23:59:59Z
+  const sys_seconds tp{std::chrono::seconds(static_cast<int64_t>(seconds))};
+  const sys_days day = floor<days>(tp);
+  const year_month_day ymd{day};
+  const hh_mm_ss hms{tp - day};
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02dZ", static_cast<int>(ymd.year()),
+                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
+                static_cast<int>(hms.seconds().count()));
+  return buf;
+}
+
+std::string TextTable::render() const {
+  std::vector<size_t> widths(header_.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : std::string(kMissing);
+      line += cell;
+      if (i + 1 < widths.size()) line += std::string(widths[i] - cell.size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header_);
+  for (const auto& row : rows_) emit(row);
+  return out;
+}
+
+// ---- Replies ------------------------------------------------------------------------------------
+
+std::string format_status(const json::value& body) {
+  std::string out = "table version " + text(body, "version") + ", mode " + mode_text(body) +
+                    ", converged: " + text(body, "converged") + "\n";
+  if (const json::value* change = field(body, "last_change")) {
+    const auto reached = duration_text(field(*change, "reached_every_node_ms"));
+    out += "version " + text(*change, "version") +
+           (reached ? " reached every node in " + *reached
+                    : std::string(" has not reached every node yet")) +
+           "\n";
+  }
+  if (const json::value* pending = field(body, "pending_purge")) {
+    std::string servers;
+    if (const json::array* list = array_field(*pending, "servers")) {
+      for (const json::value& s : *list) servers += " " + text(&s);
+    }
+    out += "pending purge of old copies after version " + text(*pending, "version") + ":" +
+           (servers.empty() ? std::string(" -") : servers) + "\n";
+  }
+  out += "\n";
+  const json::array* nodes = array_field(body, "nodes");
+  if (!nodes || nodes->empty()) {
+    out += "no nodes are connected\n";
+  } else {
+    TextTable table({"ROLE", "NAME", "ADDRESS", "STATE", "VERSION", "HEARTBEAT", "RECORDS"});
+    for (const json::value& node : *nodes) {
+      table.add({text(node, "role"), text(node, "name"), text(node, "address"), text(node, "state"),
+                 text(node, "version"), heartbeat_text(node), records_text(node)});
+    }
+    out += table.render();
+  }
+  const json::array* purges = array_field(body, "purges");
+  if (purges && !purges->empty()) {
+    TextTable table = purge_table();
+    for (const json::value& purge : *purges) add_purge_row(table, purge, text(purge, "server"));
+    out += "\npurges:\n" + table.render();
+  }
+  return out;
+}
+
+std::string format_table(const json::value& body) {
+  std::string out = "table version " + text(body, "version") + ", mode " + mode_text(body) + "\n\n";
+  TextTable servers({"SERVER", "ADDRESS", "SHARDS", "WEIGHT"});
+  if (const json::array* list = array_field(body, "servers")) {
+    for (const json::value& s : *list) {
+      servers.add({text(s, "name"), text(s, "address"), text(s, "shards"), text(s, "weight")});
+    }
+  }
+  out += servers.render();
+  if (const json::array* ranges = array_field(body, "ranges")) {
+    TextTable table({"RANGE", "SERVER", "SHARE"});
+    for (const json::value& r : *ranges) {
+      const auto lo = number(field(r, "lo")), hi = number(field(r, "hi"));
+      std::string range(kMissing), share(kMissing);
+      if (lo && hi && *lo <= *hi) {
+        range = format_id_range(*lo, *hi);
+        const long double ids = static_cast<long double>(*hi - *lo) + 1.0L;
+        char buf[32];
+        const long double percent = ids * 100.0L / 18446744073709551616.0L;
+        std::snprintf(buf, sizeof buf, "%.2Lf%%", percent);
+        share = percent < 0.005L ? "<0.01%" : buf;
+      }
+      table.add({range, text(r, "server"), share});
+    }
+    out += "\n" + table.render();
+  }
+  return out;
+}
+
+std::string format_servers(const json::value& body) {
+  const json::array* list = array_field(body, "servers");
+  if (!list || list->empty()) return "no servers\n";
+  TextTable table({"NAME", "ADDRESS", "SHARDS", "WEIGHT", "STATE", "RECORDS"});
+  for (const json::value& s : *list) {
+    table.add({text(s, "name"), text(s, "address"), text(s, "shards"), text(s, "weight"),
+               text(s, "state"), records_text(s)});
+  }
+  return table.render();
+}
+
+std::string format_history(const json::value& body) {
+  const json::array* list = array_field(body, "versions");
+  if (!list || list->empty()) return "no versions\n";
+  TextTable table({"VERSION", "TIME", "CHANGE"});
+  for (const json::value& v : *list) {
+    table.add({text(v, "version"), time_text(field(v, "time")), text(v, "change")});
+  }
+  return table.render();
+}
+
+std::string format_where(const json::value& body) {
+  return "id " + text(body, "id") + ": server " + text(body, "server") + ", shard " +
+         text(body, "shard") + ", address " + text(body, "address") + " (table version " +
+         text(body, "version") + ")\n";
+}
+
+std::string format_change(const json::value& body) {
+  const json::value* change = field(body, "change");
+  return "table version " + text(body, "version") + (change ? ": " + text(change) : "") + "\n";
+}
+
+std::string format_purge(const json::value& body) {
+  const std::string server = text(body, "server");
+  std::string out;
+  if (const json::value* requested = field(body, "requested")) {
+    out = "purge " + text(requested) + " requested on " + server + "\n";
+  }
+  // The progress: {"purge": {...}} or {"purge": {"shards": [...]}}, or "shards" beside "server".
+  const json::value* purge = field(body, "purge");
+  const json::value& progress = purge && purge->is_object() ? *purge : body;
+  TextTable table = purge_table();
+  if (const json::array* shards = array_field(progress, "shards")) {
+    for (const json::value& shard : *shards) add_purge_row(table, shard, server);
+  } else if (field(progress, "state")) {
+    add_purge_row(table, progress, server);
+  }
+  if (table.rows() == 0) return out + "no progress reported yet by " + server + "\n";
+  return out + table.render();
+}
+
+std::string format_purges(const json::value& body, std::string_view server) {
+  TextTable table = purge_table();
+  if (const json::array* list = array_field(body, "purges")) {
+    for (const json::value& purge : *list) {
+      const std::string name = text(purge, "server");
+      if (server.empty() || name == server) add_purge_row(table, purge, name);
+    }
+  }
+  if (table.rows() == 0) {
+    return server.empty() ? "no purges\n" : "no purges on " + std::string(server) + "\n";
+  }
+  return table.render();
+}
+
+std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
+  switch (inv.command) {
+    case ImctlCommand::kStatus:
+      return format_status(body);
+    case ImctlCommand::kTable:
+      return format_table(body);
+    case ImctlCommand::kServers:
+      return format_servers(body);
+    case ImctlCommand::kHistory:
+      return format_history(body);
+    case ImctlCommand::kWhere:
+      return format_where(body);
+    case ImctlCommand::kPurge:
+      return format_purge(body);
+    case ImctlCommand::kPurgeStatus:
+      return format_purges(body, inv.server);
+    case ImctlCommand::kMode:
+    case ImctlCommand::kServerAdd:
+    case ImctlCommand::kServerRemove:
+    case ImctlCommand::kAssign:
+    case ImctlCommand::kSplit:
+    case ImctlCommand::kMerge:
+      return format_change(body);
+  }
+  return json::serialize(body) + "\n";
+}
+
+ImctlOutput imctl_output(const ImctlInvocation& inv, const HttpOutcome& outcome) {
+  ImctlOutput o;
+  switch (outcome.failure) {
+    case HttpFailure::kNone:
+      break;
+    case HttpFailure::kUnreachable:
+      o.exit_code = kExitUnavailable;
+      o.err = "imctl: cannot reach the config server at " + inv.admin + ": " + outcome.error + "\n";
+      return o;
+    case HttpFailure::kTimeout:
+      o.exit_code = kExitUnavailable;
+      o.err = "imctl: no answer from the config server at " + inv.admin + " within " +
+              std::to_string(inv.timeout.count()) + " ms (" + outcome.error + ")\n";
+      return o;
+    case HttpFailure::kBadReply:
+      o.exit_code = kExitUnavailable;
+      o.err = "imctl: no valid reply from the config server at " + inv.admin + ": " +
+              outcome.error + "\n";
+      return o;
+  }
+
+  const HttpReply& reply = outcome.reply;
+  json::error_code ec;
+  const json::value body = json::parse(reply.body, ec);
+  const bool ok = reply.status >= 200 && reply.status < 300;
+  if (inv.json) {
+    o.out = reply.body;
+    if (!o.out.empty() && o.out.back() != '\n') o.out += '\n';
+  }
+  if (!ok) {
+    o.exit_code = 1;
+    o.err = "imctl: " + inv.name + ": " + error_sentence(reply, ec ? nullptr : &body) + "\n";
+    return o;
+  }
+  if (ec) {
+    o.exit_code = kExitUnavailable;
+    o.err = "imctl: the reply from " + inv.admin + " is not JSON (" + ec.message() +
+            "); is it the config server's admin API?\n";
+    return o;
+  }
+  if (!inv.json) o.out = format_reply(inv, body);
+  return o;
+}
+
+}  // namespace imhash

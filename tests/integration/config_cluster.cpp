@@ -1,0 +1,115 @@
+#include "tests/integration/config_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+namespace imhash::test {
+
+ConfigCluster::ConfigCluster(ConfigClusterOptions options) : options_(std::move(options)) {
+  // ctest runs tests side by side in one directory: each gets its own state.
+  if (options_.state_dir.empty()) options_.state_dir = "config_state." + std::to_string(getpid());
+  std::filesystem::remove_all(options_.state_dir);
+}
+
+ConfigCluster::~ConfigCluster() {
+  login_.clear();
+  hash_.clear();
+  config_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(options_.state_dir, ec);
+}
+
+void ConfigCluster::start_config() {
+  config_ = std::make_unique<ChildProcess>(
+      IMHASH_CONFIG_SERVER,
+      std::vector<std::string>{"--listen", config_addr_, "--admin", admin_addr_, "--state-dir",
+                               options_.state_dir, "--heartbeat-ms",
+                               std::to_string(options_.heartbeat_ms), "--grace-ms",
+                               std::to_string(options_.grace_ms), "--failover", options_.failover,
+                               "--initial-mode", options_.initial_mode});
+  const auto addrs = config_->wait_listening(2);
+  config_addr_ = addrs[0];
+  admin_addr_ = addrs[1];
+}
+
+void ConfigCluster::kill_config() { config_->stop(SIGKILL); }
+
+void ConfigCluster::start_hash(int i) {
+  const auto it = hash_addr_.find(i);
+  const std::string listen = it == hash_addr_.end() ? "127.0.0.1:0" : it->second;
+  hash_[i] = std::make_unique<ChildProcess>(
+      IMHASH_HASH_SERVER,
+      std::vector<std::string>{"--listen", listen, "--name", "hash" + std::to_string(i),
+                               "--shards", std::to_string(options_.shards), "--config",
+                               config_addr_});
+  hash_addr_[i] = hash_[i]->wait_listening()[0];
+  // Registered with the config server (so `imctl server add hashN` knows its address)?
+  if (!config_ || !config_->running()) return;
+  const std::string name = "hash" + std::to_string(i);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto status = imctl_json({"status"});
+    for (const auto& n : status.as_object().at("nodes").as_array()) {
+      const auto& o = n.as_object();
+      if (o.at("name").as_string() == name && o.at("state").as_string() == "up" &&
+          o.at("connected").as_bool()) {
+        return;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error(name + " did not register with the config server");
+}
+
+void ConfigCluster::kill_hash(int i) { hash_.at(i)->stop(SIGKILL); }
+
+uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--udp",     "127.0.0.1:0",
+                                   "--config",  config_addr_,
+                                   "--name",    "login" + std::to_string(i),
+                                   "--threads", std::to_string(options_.login_threads)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  login_[i] = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
+  return port_of(login_[i]->wait_listening()[0]);
+}
+
+ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
+  args.insert(args.begin(), {"--admin", admin_addr_});
+  ChildProcess p(IMHASH_IMCTL, args);
+  ImctlResult r;
+  r.out = p.read_all();
+  r.exit_code = p.stop(0);
+  return r;
+}
+
+boost::json::value ConfigCluster::imctl_json(std::vector<std::string> args) {
+  args.insert(args.begin(), "--json");
+  auto r = imctl(args);
+  if (r.exit_code != 0) throw std::runtime_error("imctl failed: " + r.out);
+  return boost::json::parse(r.out);
+}
+
+uint64_t ConfigCluster::version() {
+  return imctl_json({"status"}).as_object().at("version").to_number<uint64_t>();
+}
+
+bool ConfigCluster::wait_converged(uint64_t version, int expected_nodes) {
+  for (int i = 0; i < 300; ++i) {
+    const auto st = imctl_json({"status"});
+    int at_version = 0;
+    for (const auto& n : st.as_object().at("nodes").as_array()) {
+      const auto& o = n.as_object();
+      if (o.at("state").as_string() == "up" && o.at("version").to_number<uint64_t>() >= version) {
+        ++at_version;
+      }
+    }
+    if (at_version >= expected_nodes) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace imhash::test

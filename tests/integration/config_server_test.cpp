@@ -1,0 +1,192 @@
+// The config server with real hash and login servers on loopback, steered through imctl: live
+// table changes under a verifying load, a crash of the config server, failover, and a login server
+// that missed a push.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "common/frame_protocol.h"
+#include "tests/integration/config_cluster.h"
+#include "tests/integration/frame_client.h"
+#include "tests/integration/tcp_proxy.h"
+#include "tests/integration/udp_client.h"
+
+using namespace imhash;
+using namespace imhash::test;
+namespace json = boost::json;
+
+namespace {
+
+json::object run_sim(ChildProcess& sim) {
+  const std::string out = sim.read_all(std::chrono::seconds(90));
+  const auto at = out.find('{');
+  REQUIRE(at != std::string::npos);
+  return json::parse(out.substr(at)).as_object();
+}
+
+uint64_t field(const json::object& o, std::string_view path1, std::string_view path2 = {}) {
+  const json::value& v = o.at(path1);
+  return path2.empty() ? v.to_number<uint64_t>() : v.as_object().at(path2).to_number<uint64_t>();
+}
+
+// Counts the ids in [lo, hi] that `hash` (1 shard) still holds, asking it directly.
+size_t held(ConfigCluster& c, int hash, uint64_t lo, uint64_t hi) {
+  FrameClient fc(port_of(c.hash_address(hash)), 0);
+  std::vector<frame::Request> gets;
+  for (uint64_t id = lo; id <= hi; ++id) {
+    gets.push_back(frame::Request{.type = frame::FrameType::kGet,
+                                  .flags = frame::kFlagAnyOwner,
+                                  .correlation = static_cast<uint32_t>(id),
+                                  .id = id});
+  }
+  size_t found = 0;
+  for (const auto& r : fc.call(gets)) found += r.r.status == frame::FrameStatus::kOk;
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("config_server: ranges move and a server joins under load, no lookup is lost") {
+  // The grace period stands for two client heartbeat intervals: udp_sim's users write at random
+  // (about three times a second each here), so give them time to write once after each move.
+  ConfigCluster c(ConfigClusterOptions{.grace_ms = 4000});
+  c.start_config();
+  for (int i = 1; i <= 3; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);
+  const uint16_t udp = c.start_login(1);
+  REQUIRE(c.wait_converged(1, 4));
+
+  // Users 1..20000 all start on hash1 (the first third of the id space).
+  ChildProcess sim(IMHASH_UDP_SIM, {"--target", "127.0.0.1:" + std::to_string(udp), "--users",
+                                    "20000", "--duration", "6", "--window", "32", "--verify",
+                                    "--json", "--log-level", "warn"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CHECK(c.imctl({"assign", "1-10000", "hash2"}).exit_code == 0);  // version 2
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  c.start_hash(4);
+  CHECK(c.imctl({"server", "add", "hash4"}).exit_code == 0);             // version 3
+  CHECK(c.imctl({"assign", "10001-15000", "hash4"}).exit_code == 0);     // version 4
+
+  const json::object s = run_sim(sim);
+  CHECK(s.at("verify").as_object().at("result").as_string() == "pass");
+  CHECK(field(s.at("verify").as_object(), "verify_failed") == 0);
+  if (field(s.at("verify").as_object(), "verify_failed") != 0) {
+    MESSAGE(json::serialize(s.at("verify")));
+  }
+  CHECK(field(s, "status", "UNAVAILABLE") == 0);
+  CHECK(field(s, "status", "TIMEOUT") == 0);
+  CHECK(field(s, "no_reply") == 0);
+  CHECK(sim.stop(0) == 0);
+
+  // Every node runs the last version; the old owner's copies are purged after the grace period.
+  CHECK(c.wait_converged(4, 5));
+  bool purged = false;
+  for (int i = 0; i < 150 && !purged; ++i) {
+    purged = held(c, 1, 1, 15000) == 0;
+    if (!purged) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(purged);
+  CHECK(held(c, 1, 15001, 20000) > 0);  // what it still owns stays
+  CHECK(held(c, 2, 1, 10000) > 0);
+  CHECK(held(c, 4, 10001, 15000) > 0);
+}
+
+TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its state") {
+  ConfigCluster c;
+  c.start_config();
+  for (int i = 1; i <= 3; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);
+  REQUIRE(c.imctl({"assign", "1-5000", "hash3"}).exit_code == 0);
+  const uint16_t udp = c.start_login(1);
+  REQUIRE(c.wait_converged(2, 4));
+  const auto table_before = c.imctl_json({"table"});
+
+  ChildProcess sim(IMHASH_UDP_SIM, {"--target", "127.0.0.1:" + std::to_string(udp), "--users",
+                                    "10000", "--duration", "3", "--verify", "--json",
+                                    "--log-level", "warn"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  c.kill_config();
+  const json::object s = run_sim(sim);
+  CHECK(s.at("verify").as_object().at("result").as_string() == "pass");
+  CHECK(field(s, "status", "UNAVAILABLE") == 0);
+  CHECK(field(s, "status", "TIMEOUT") == 0);
+
+  c.start_config();  // same ports, same state directory
+  CHECK(c.version() == 2);
+  CHECK(c.imctl_json({"table"}) == table_before);
+  CHECK(c.wait_converged(2, 4));  // every node reconnected
+  REQUIRE(c.imctl({"assign", "5001-6000", "hash2"}).exit_code == 0);
+  CHECK(c.wait_converged(3, 4));
+}
+
+TEST_CASE("config_server: failover moves a dead server ids, it purges before it may rejoin") {
+  ConfigCluster c(ConfigClusterOptions{.failover = "auto"});
+  c.start_config();
+  for (int i = 1; i <= 3; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);
+  const uint16_t udp = c.start_login(1);
+  REQUIRE(c.wait_converged(1, 4));
+  UdpClient client(udp);
+  c.kill_hash(2);
+  // Three missed heartbeats: DOWN, and a new version without hash2.
+  bool removed = false;
+  for (int i = 0; i < 100 && !removed; ++i) {
+    const auto servers = c.imctl_json({"servers"}).as_object().at("servers").as_array();
+    removed = servers.size() == 2;
+    if (!removed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(removed);
+  CHECK(c.wait_converged(2, 3));
+  // Its ids are served by the survivors.
+  const uint64_t id_of_hash2 = (1ULL << 63);  // middle third under version 1
+  auto r = client.call(UdpClient::make(client::Op::kLogin, id_of_hash2,
+                                       Endpoint::v4(0x0a000001, 5000)));
+  REQUIRE(r);
+  CHECK(r->status == client::Status::kOk);
+
+  // It comes back: not in the table, so it purges everything before it can be added again.
+  c.start_hash(2);
+  bool rejoined = false;
+  for (int i = 0; i < 100 && !rejoined; ++i) {
+    rejoined = c.imctl({"server", "add", "hash2"}).exit_code == 0;
+    if (!rejoined) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(rejoined);
+}
+
+TEST_CASE("config_server: a login server that missed a push gets MOVED and catches up") {
+  ConfigCluster c;
+  c.start_config();
+  for (int i = 1; i <= 2; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);
+  // The login server reaches the config server through a proxy we can pause: a partition.
+  TcpProxy proxy(port_of(c.config_address()));
+  ChildProcess login(IMHASH_LOGIN_SERVER,
+                     {"--udp", "127.0.0.1:0", "--config",
+                      "127.0.0.1:" + std::to_string(proxy.port()), "--name", "login1",
+                      "--threads", "1"});
+  UdpClient client(port_of(login.wait_listening()[0]));
+  REQUIRE(c.wait_converged(1, 3));
+  proxy.pause();
+  REQUIRE(c.imctl({"assign", "1-1000", "hash2"}).exit_code == 0);  // version 2, not seen by login1
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto ping = client.call(UdpClient::make(client::Op::kPing, 0));
+  REQUIRE(ping);
+  CHECK(ping->table_version == 1u);
+  proxy.resume();
+  // Id 7 now belongs to hash2; login1 still sends it to hash1, which answers MOVED: login1 asks
+  // the config server, takes version 2 and serves the id where it belongs.
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    auto r = client.call(UdpClient::make(client::Op::kLogin, 7, Endpoint::v4(0x0a000007, 7)));
+    served = r && r->status == client::Status::kOk;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(served);
+  ping = client.call(UdpClient::make(client::Op::kPing, 0));
+  REQUIRE(ping);
+  CHECK(ping->table_version == 2u);
+  CHECK(held(c, 2, 7, 7) == 1);
+  CHECK(held(c, 1, 7, 7) == 0);
+}

@@ -1,0 +1,32 @@
+// TcpProxy: forwards TCP connections from a loopback port to a target, and can be paused (bytes
+// wait in the kernel buffers) to play a network partition between two of our processes. Runs its
+// own thread; the methods may be called from the test's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+namespace imhash::test {
+
+class TcpProxy {
+ public:
+  explicit TcpProxy(uint16_t target_port);
+  ~TcpProxy();
+  uint16_t port() const { return port_; }
+  // Returns once no byte crosses the proxy any more.
+  void pause();
+  void resume() { paused_ = false; }
+
+ private:
+  void run();
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  uint16_t target_;
+  std::atomic<bool> paused_{false};
+  std::atomic<uint64_t> rounds_{0};  // loop iterations, to know the thread saw `paused_`
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace imhash::test

@@ -1,0 +1,557 @@
+// Tests of imctl: argument parsing into admin API requests, AGE / range / server-spec parsing,
+// the human output of every reply, exit codes and messages, and one exchange with a real
+// AdminHttpServer on loopback.
+#include <doctest/doctest.h>
+
+#include <boost/asio.hpp>
+#include <boost/json.hpp>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config_server/admin_http.h"
+#include "config_server/imctl_command.h"
+#include "config_server/imctl_format.h"
+#include "config_server/imctl_http.h"
+
+namespace imhash {
+namespace {
+
+namespace json = boost::json;
+using boost::beast::http::verb;
+
+ImctlParse parse(std::vector<std::string> args, const char* env = nullptr) {
+  return parse_imctl_args(args, env);
+}
+
+// Parses `args`, expecting success.
+ImctlInvocation ok(std::vector<std::string> args, const char* env = nullptr) {
+  ImctlParse p = parse(args, env);
+  INFO(p.error);
+  REQUIRE(p.invocation);
+  return *p.invocation;
+}
+
+// Parses `args`, expecting a usage error, and returns it.
+std::string usage(std::vector<std::string> args) {
+  ImctlParse p = parse(args);
+  CHECK(!p.invocation);
+  CHECK(!p.help);
+  return p.error;
+}
+
+std::string request_of(const ImctlInvocation& inv) {
+  return std::string(boost::beast::http::to_string(inv.method)) + " " + inv.target +
+         (inv.body.empty() ? "" : " " + inv.body);
+}
+
+TEST_CASE("imctl: commands map to admin API requests") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string request;
+  };
+  const Case cases[] = {
+      {{"status"}, "GET /v1/status"},
+      {{"table"}, "GET /v1/table"},
+      {{"servers"}, "GET /v1/servers"},
+      {{"history"}, "GET /v1/history"},
+      {{"history", "--limit", "5"}, "GET /v1/history?limit=5"},
+      {{"history", "--limit=1000"}, "GET /v1/history?limit=1000"},
+      {{"mode", "range"}, R"(POST /v1/mode {"mode":"range"})"},
+      {{"mode", "modulo", "--modulo-hash", "identity"},
+       R"(POST /v1/mode {"mode":"modulo","modulo_hash":"identity"})"},
+      {{"mode", "--modulo-hash=mix", "modulo"},
+       R"(POST /v1/mode {"mode":"modulo","modulo_hash":"mix"})"},
+      {{"server", "add", "hash4=127.0.0.1:7004/4*2", "hash5"},
+       R"(POST /v1/servers {"servers":[{"name":"hash4","address":"127.0.0.1:7004","shards":4,"weight":2},{"name":"hash5"}]})"},
+      {{"server", "remove", "hash1", "hash2"},
+       R"(POST /v1/servers/remove {"names":["hash1","hash2"]})"},
+      {{"assign", "1-2000", "hash4"}, R"(POST /v1/assign {"lo":1,"hi":2000,"server":"hash4"})"},
+      {{"assign", "42", "hash4"}, R"(POST /v1/assign {"lo":42,"hi":42,"server":"hash4"})"},
+      {{"assign", "9223372036854775808-18446744073709551615", "h"},
+       R"(POST /v1/assign {"lo":9223372036854775808,"hi":18446744073709551615,"server":"h"})"},
+      {{"split", "1000"}, R"(POST /v1/split {"at":1000})"},
+      {{"merge", "0-5000"}, R"(POST /v1/merge {"lo":0,"hi":5000})"},
+      {{"purge", "hash1"}, R"(POST /v1/purge {"server":"hash1","kind":"not_owned"})"},
+      {{"purge", "hash1", "--not-owned"},
+       R"(POST /v1/purge {"server":"hash1","kind":"not_owned"})"},
+      {{"purge", "hash1", "--older-than", "2h"},
+       R"(POST /v1/purge {"server":"hash1","kind":"older_than","age_s":7200})"},
+      {{"purge", "--older-than=90", "hash1"},
+       R"(POST /v1/purge {"server":"hash1","kind":"older_than","age_s":90})"},
+      {{"purge", "hash1", "--all"}, R"(POST /v1/purge {"server":"hash1","kind":"all"})"},
+      {{"purge", "hash1", "--cancel"}, R"(POST /v1/purge {"server":"hash1","kind":"cancel"})"},
+      {{"purge", "hash1", "--status"}, "GET /v1/purge"},
+      {{"where", "18446744073709551615"}, "GET /v1/where/18446744073709551615"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args[0]);
+    CHECK(request_of(ok(c.args)) == c.request);
+  }
+  CHECK(ok({"server", "add", "h"}).name == "server add");
+  CHECK(ok({"assign", "1-2", "h"}).command == ImctlCommand::kAssign);
+  const ImctlInvocation status = ok({"purge", "hash1", "--status"});
+  CHECK(status.command == ImctlCommand::kPurgeStatus);
+  CHECK(status.server == "hash1");
+}
+
+TEST_CASE("imctl: global options, anywhere on the line") {
+  ImctlInvocation inv = ok({"status"});
+  CHECK(inv.admin == "127.0.0.1:7100");
+  CHECK(inv.host == "127.0.0.1");
+  CHECK(inv.port == 7100);
+  CHECK(!inv.json);
+  CHECK(inv.timeout == std::chrono::milliseconds(5000));
+
+  inv = ok({"status"}, "10.0.0.5:7200");
+  CHECK(inv.admin == "10.0.0.5:7200");
+  CHECK(inv.port == 7200);
+  inv = ok({"--admin", "[::1]:7300", "status"}, "10.0.0.5:7200");
+  CHECK(inv.host == "::1");
+  CHECK(inv.port == 7300);
+  inv = ok({"table", "--admin=localhost:1", "--json", "--timeout-ms", "250"});
+  CHECK(inv.host == "localhost");
+  CHECK(inv.json);
+  CHECK(inv.timeout == std::chrono::milliseconds(250));
+  inv = ok({"status"}, "");  // an empty IMHASH_ADMIN is unset
+  CHECK(inv.port == 7100);
+
+  CHECK(parse({"status", "--help"}).help);
+  CHECK(parse({"-h"}).help);
+  CHECK(usage({"--admin", "nope", "status"}) == "--admin: expected HOST:PORT, got 'nope'");
+  CHECK(parse({"status"}, "nope").error == "IMHASH_ADMIN: expected HOST:PORT, got 'nope'");
+  CHECK(usage({"--admin", "h:0", "status"}) == "--admin: port 0 is not allowed");
+  CHECK(usage({"status", "--admin"}) == "--admin needs a value");
+  CHECK(usage({"--timeout-ms", "0", "status"}) ==
+        "--timeout-ms must be a number of milliseconds between 1 and 3600000 (got '0')");
+  CHECK(usage({"--timeout-ms=fast", "status"}) ==
+        "--timeout-ms must be a number of milliseconds between 1 and 3600000 (got 'fast')");
+}
+
+TEST_CASE("imctl: usage errors say what is wrong") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const Case cases[] = {
+      {{}, "no command given"},
+      {{"stats"}, "unknown command 'stats'"},
+      {{"--verbose", "status"}, "unknown option '--verbose'"},
+      {{"status", "now"}, "status: unexpected argument 'now'"},
+      {{"table", "--limit", "3"}, "table: unknown option '--limit'"},
+      {{"history", "--limit", "0"},
+       "history: --limit must be a number between 1 and 1000 (got '0')"},
+      {{"history", "--limit"}, "history: --limit needs a value"},
+      {{"history", "--limit=2", "--limit=3"}, "history: --limit is given twice"},
+      {{"mode"}, "mode: expected mode MODE [--modulo-hash mix|identity]"},
+      {{"mode", "hash"}, "mode: unknown mode 'hash' (expected modulo, range or ring)"},
+      {{"mode", "ring", "--modulo-hash", "mix"}, "mode: --modulo-hash applies to mode modulo only"},
+      {{"mode", "modulo", "--modulo-hash", "md5"},
+       "mode: unknown --modulo-hash 'md5' (expected mix or identity)"},
+      {{"server"}, "server: expected 'server add NAME...' or 'server remove NAME...'"},
+      {{"server", "list"}, "server: expected 'server add NAME...' or 'server remove NAME...'"},
+      {{"server", "add"}, "server add: expected at least one server"},
+      {{"server", "add", "h=nohost"}, "server add: 'h=nohost': address 'nohost' is not HOST:PORT"},
+      {{"server", "add", "h/0"}, "server add: 'h/0': SHARDS must be a number between 1 and 1024"},
+      {{"server", "remove", "bad name"},
+       "server remove: 'bad name' is not a valid server name (1 to 64 characters of A-Z a-z 0-9 . "
+       "_ -)"},
+      {{"assign", "1-2000"}, "assign: expected assign LO-HI NAME"},
+      {{"assign", "5-3", "hash1"}, "assign: range 5-3: lo is greater than hi"},
+      {{"assign", "1-x", "hash1"},
+       "assign: '1-x' is not a range: expected LO-HI or ID, ids a decimal integer between 0 and "
+       "18446744073709551615"},
+      {{"assign", "1-2", "hash1", "extra"},
+       "assign: unexpected argument 'extra' (usage: assign LO-HI NAME)"},
+      {{"merge", "9-1"}, "merge: range 9-1: lo is greater than hi"},
+      {{"split"}, "split: expected split AT"},
+      {{"split", "-5"},
+       "split: '-5' is not an id: expected a decimal integer between 0 and 18446744073709551615"},
+      {{"split", "1e3"},
+       "split: '1e3' is not an id: expected a decimal integer between 0 and 18446744073709551615"},
+      {{"where", "18446744073709551616"},
+       "where: '18446744073709551616' is not an id: expected a decimal integer between 0 and "
+       "18446744073709551615"},
+      {{"purge"},
+       "purge: expected purge NAME [--not-owned | --older-than AGE | --all | --cancel | --status]"},
+      {{"purge", "hash1", "--all", "--cancel"},
+       "purge: give at most one of --not-owned, --older-than, --all, --cancel, --status"},
+      {{"purge", "hash1", "--older-than", "soon"},
+       "purge: --older-than: bad AGE 'soon': expected a number of seconds, or a number followed by "
+       "s, m, h or d (90, 90s, 15m, 2h, 7d)"},
+      {{"purge", "hash1", "--older-than"}, "purge: --older-than needs a value"},
+      {{"purge", "hash1", "--everything"}, "purge: unknown option '--everything'"},
+      {{"token", "5", "--ttl", "1h"}, "unknown command 'token'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.error);
+    CHECK(usage(c.args) == c.error);
+  }
+}
+
+TEST_CASE("imctl: AGE parsing") {
+  CHECK(parse_age("90").seconds == 90u);
+  CHECK(parse_age("90s").seconds == 90u);
+  CHECK(parse_age("15m").seconds == 900u);
+  CHECK(parse_age("2h").seconds == 7200u);
+  CHECK(parse_age("7d").seconds == 604800u);
+  CHECK(parse_age("4294967295").seconds == 4294967295u);
+  CHECK(parse_age("49710d").seconds == 4294944000u);
+  CHECK(parse_age("49711d").error == "bad AGE '49711d': at most 4294967295 seconds");
+  CHECK(parse_age("0s").error == "bad AGE '0s': it must be at least 1 second");
+  for (const char* bad :
+       {"", "s", "m", "-5", "1.5h", "5w", "5 m", "5M", "h5", "99999999999999999999999d"}) {
+    INFO(bad);
+    CHECK(!parse_age(bad).seconds);
+    CHECK(parse_age(bad).error.starts_with("bad AGE "));
+  }
+}
+
+TEST_CASE("imctl: server specs") {
+  auto spec = [](std::string_view text) {
+    SpecParse p = parse_server_spec(text);
+    INFO(text, ": ", p.error);
+    REQUIRE(p.spec);
+    return *p.spec;
+  };
+  ServerSpec s = spec("hash4");
+  CHECK(s.name == "hash4");
+  CHECK(!s.address);
+  CHECK(!s.shards);
+  CHECK(s.weight == 1);
+  s = spec("hash4=127.0.0.1:7004/4*3");
+  CHECK(*s.address == "127.0.0.1:7004");
+  CHECK(*s.shards == 4);
+  CHECK(s.weight == 3);
+  s = spec("h=[::1]:7000*2");
+  CHECK(*s.address == "[::1]:7000");
+  CHECK(!s.shards);
+  CHECK(s.weight == 2);
+  s = spec("h/16");
+  CHECK(*s.shards == 16);
+
+  CHECK(parse_server_spec("").error ==
+        "'' is not a valid server name (1 to 64 characters of A-Z a-z 0-9 . _ -)");
+  CHECK(parse_server_spec("h=a:0").error == "'h=a:0': address 'a:0' has port 0");
+  CHECK(parse_server_spec("h*2/4").error == "'h*2/4': WEIGHT must be a number between 1 and 1000");
+  CHECK(parse_server_spec("h/4/4").error == "'h/4/4': SHARDS must be a number between 1 and 1024");
+  CHECK(parse_server_spec("h*0").error == "'h*0': WEIGHT must be a number between 1 and 1000");
+  CHECK(parse_server_spec("h/1025").error ==
+        "'h/1025': SHARDS must be a number between 1 and 1024");
+  CHECK(parse_server_spec("h=").error == "'h=': address '' is not HOST:PORT");
+}
+
+TEST_CASE("imctl: ranges") {
+  CHECK(parse_range_arg("1-2000").range == std::pair<uint64_t, uint64_t>{1, 2000});
+  CHECK(parse_range_arg("7").range == std::pair<uint64_t, uint64_t>{7, 7});
+  CHECK(parse_range_arg("5-3").error == "range 5-3: lo is greater than hi");
+  CHECK(!parse_range_arg("1-").range);
+  CHECK(!parse_range_arg("-").range);
+  CHECK(!parse_range_arg("1-18446744073709551616").range);
+}
+
+// ---- Output -------------------------------------------------------------------------------------
+
+json::value js(std::string_view text) { return json::parse(text); }
+
+TEST_CASE("imctl: status as text") {
+  const json::value body = js(R"({
+    "version": 8, "mode": "range", "converged": false,
+    "nodes": [
+      {"role": "hash", "name": "hash1", "address": "127.0.0.1:7001", "state": "up",
+       "version": 8, "heartbeat_age_ms": 420, "records": 1203442},
+      {"role": "login", "name": "login-a", "address": "127.0.0.1:9000", "state": "down",
+       "version": 7, "last_heartbeat_ms": 3600000, "stats": {}},
+      {"role": "hash", "name": "hash2", "address": "127.0.0.1:7002", "state": "up",
+       "version": 8, "last_heartbeat_ms": 3.25, "stats": {"records": 99}}
+    ],
+    "last_change": {"version": 8, "reached_every_node_ms": 12.6},
+    "pending_purge": {"version": 8, "servers": ["hash1", "hash3"]},
+    "purges": [
+      {"server": "hash1", "shard": 0, "kind": "not_owned", "state": "running",
+       "scanned": 52, "total": 100, "deleted": 7}
+    ]})");
+  CHECK(format_status(body) ==
+        "table version 8, mode range, converged: no\n"
+        "version 8 reached every node in 13ms\n"
+        "pending purge of old copies after version 8: hash1 hash3\n"
+        "\n"
+        "ROLE   NAME     ADDRESS         STATE  VERSION  HEARTBEAT  RECORDS\n"
+        "hash   hash1    127.0.0.1:7001  up     8        420ms ago  1203442\n"
+        "login  login-a  127.0.0.1:9000  down   7        1h00m ago  -\n"
+        "hash   hash2    127.0.0.1:7002  up     8        3.2ms ago  99\n"
+        "\n"
+        "purges:\n"
+        "SERVER  SHARD  KIND       STATE    PROGRESS                   DELETED\n"
+        "hash1   0      not_owned  running  [#####.....]  52%  52/100  7\n");
+  CHECK(format_status(js(R"({"version": 1, "mode": "modulo", "modulo_hash": "identity",
+                            "converged": true, "nodes": [], "purges": []})")) ==
+        "table version 1, mode modulo (identity), converged: yes\n\nno nodes are connected\n");
+  CHECK(format_status(js(R"({"version": 5, "mode": "modulo", "converged": true, "nodes": [],
+                            "last_change": {"version": 5, "reached_every_node_ms": 9.2E-4}})")) ==
+        "table version 5, mode modulo, converged: yes\n"
+        "version 5 reached every node in <0.1ms\n\nno nodes are connected\n");
+  CHECK(format_status(js(R"({"version": 5, "mode": "ring", "converged": false, "nodes": [],
+                            "last_change": {"version": 5}})")) ==
+        "table version 5, mode ring, converged: no\n"
+        "version 5 has not reached every node yet\n\nno nodes are connected\n");
+  // Fields of an unexpected shape show as "-", never break the output.
+  CHECK(format_status(js(R"({"nodes": [{"name": ["x"]}], "purges": 5})")) ==
+        "table version -, mode -, converged: -\n\n"
+        "ROLE  NAME   ADDRESS  STATE  VERSION  HEARTBEAT  RECORDS\n"
+        "-     [\"x\"]  -        -      -        -          -\n");
+}
+
+TEST_CASE("imctl: table, servers, history, where, changes and purges as text") {
+  CHECK(format_table(js(R"({"version": 3, "mode": "range", "servers": [
+                            {"name": "hash1", "address": "127.0.0.1:7001", "shards": 4, "weight": 1},
+                            {"name": "hash2", "address": "", "shards": 1, "weight": 1}],
+                          "ranges": [
+                            {"lo": 0, "hi": 2000, "server": "hash2"},
+                            {"lo": 2001, "hi": 9223372036854775807, "server": "hash1"},
+                            {"lo": 9223372036854775808, "hi": 18446744073709551615, "server": "hash2"}]})")) ==
+        "table version 3, mode range\n"
+        "\n"
+        "SERVER  ADDRESS         SHARDS  WEIGHT\n"
+        "hash1   127.0.0.1:7001  4       1\n"
+        "hash2                   1       1\n"
+        "\n"
+        "RANGE                                     SERVER  SHARE\n"
+        "0-2000                                    hash2   <0.01%\n"
+        "2001-9223372036854775807                  hash1   50.00%\n"
+        "9223372036854775808-18446744073709551615  hash2   50.00%\n");
+  CHECK(format_servers(js(R"({"servers": [{"name": "hash1", "address": "127.0.0.1:7001",
+                             "shards": 4, "weight": 1, "state": "up", "records": 10}]})")) ==
+        "NAME   ADDRESS         SHARDS  WEIGHT  STATE  RECORDS\n"
+        "hash1  127.0.0.1:7001  4       1       up     10\n");
+  CHECK(format_servers(js(R"({"servers": []})")) == "no servers\n");
+  CHECK(format_history(js(R"({"versions": [
+                             {"version": 9, "time": 1714564800, "change": "assign 1-2000 to hash4"},
+                             {"version": 8, "time": "yesterday", "change": "add hash4"}]})")) ==
+        "VERSION  TIME                  CHANGE\n"
+        "9        2024-05-01T12:00:00Z  assign 1-2000 to hash4\n"
+        "8        yesterday             add hash4\n");
+  CHECK(format_where(js(R"({"id": 42, "server": "hash2", "shard": 3, "address": "127.0.0.1:7002",
+                           "version": 8})")) ==
+        "id 42: server hash2, shard 3, address 127.0.0.1:7002 (table version 8)\n");
+  CHECK(format_change(js(R"({"version": 9, "change": "assign 1-2000 to hash4", "table": {}})")) ==
+        "table version 9: assign 1-2000 to hash4\n");
+  CHECK(format_purge(js(R"({"server": "hash1", "purge": {"kind": "older_than", "state": "done",
+                           "scanned": 10, "total": 10, "deleted": 4}})")) ==
+        "SERVER  SHARD  KIND        STATE  PROGRESS                  DELETED\n"
+        "hash1   -      older_than  done   [##########] 100%  10/10  4\n");
+  CHECK(format_purge(js(R"({"server": "h", "purge": {"shards": [
+                           {"shard": 0, "kind": "all", "state": "running", "scanned": 1, "total": 4, "deleted": 1},
+                           {"shard": 1, "kind": "all", "state": "idle"}]}})")) ==
+        "SERVER  SHARD  KIND  STATE    PROGRESS                DELETED\n"
+        "h       0      all   running  [##........]  25%  1/4  1\n"
+        "h       1      all   idle     -                       -\n");
+  // The shape the config server core answers with: "requested" and "shards" beside "server".
+  CHECK(format_purge(js(R"({"server": "hash1", "requested": "not_owned", "shards": [
+                           {"shard": 0, "state": "running", "kind": "not_owned", "scanned": 3,
+                            "total": 10, "deleted": 1}]})")) ==
+        "purge not_owned requested on hash1\n"
+        "SERVER  SHARD  KIND       STATE    PROGRESS                 DELETED\n"
+        "hash1   0      not_owned  running  [###.......]  30%  3/10  1\n");
+  CHECK(format_purge(js(R"({"server": "hash1", "requested": "cancel", "shards": []})")) ==
+        "purge cancel requested on hash1\nno progress reported yet by hash1\n");
+  const json::value purges = js(R"({"purges": [
+      {"server": "hash1", "shard": 0, "kind": "all", "state": "running", "scanned": 0, "total": 0, "deleted": 0},
+      {"server": "hash2", "shard": 0, "kind": "all", "state": "done", "scanned": 5, "total": 5, "deleted": 5}]})");
+  CHECK(format_purges(purges, "hash1") ==
+        "SERVER  SHARD  KIND  STATE    PROGRESS                DELETED\n"
+        "hash1   0      all   running  [..........]   0%  0/0  0\n");
+  CHECK(format_purges(purges, "hash3") == "no purges on hash3\n");
+  CHECK(format_purges(purges, "").find("hash2") != std::string::npos);
+}
+
+TEST_CASE("imctl: progress bars, durations, times") {
+  CHECK(progress_bar(0, 100) == "[..........]   0%");
+  CHECK(progress_bar(52, 100) == "[#####.....]  52%");
+  CHECK(progress_bar(99, 100) == "[#########.]  99%");
+  CHECK(progress_bar(100, 100) == "[##########] 100%");
+  CHECK(progress_bar(150, 100) == "[##########] 100%");
+  CHECK(progress_bar(5, 0) == "[..........]   0%");
+  CHECK(progress_bar(1, 3, 3) == "[#..]  33%");
+  CHECK(progress_bar(~uint64_t{0} / 2, ~uint64_t{0}) == "[####......]  49%");  // rounds down
+  CHECK(progress_bar(~uint64_t{0}, ~uint64_t{0}) == "[##########] 100%");
+  CHECK(format_duration_ms(0) == "0ms");
+  CHECK(format_duration_ms(999) == "999ms");
+  CHECK(format_duration_ms(2400) == "2.4s");
+  CHECK(format_duration_ms(185000) == "3m05s");
+  CHECK(format_duration_ms(7800000) == "2h10m");
+  CHECK(format_duration_ms(273600000) == "3d04h");
+  CHECK(format_unix_time(0) == "1970-01-01T00:00:00Z");
+  CHECK(format_unix_time(1714564800) == "2024-05-01T12:00:00Z");
+  CHECK(format_unix_time(~uint64_t{0}) == "9999-12-31T23:59:59Z");
+  TextTable t({"A", "LONGER"});
+  t.add({"wide cell", "x"});
+  t.add({"y"});
+  CHECK(t.render() == "A          LONGER\nwide cell  x\ny          -\n");
+}
+
+TEST_CASE("imctl: outcomes become messages and exit codes") {
+  ImctlInvocation inv = ok({"assign", "1-2", "hash9"});
+  HttpOutcome outcome;
+
+  outcome.failure = HttpFailure::kUnreachable;
+  outcome.error = "Connection refused";
+  ImctlOutput o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 69);
+  CHECK(o.out.empty());
+  CHECK(o.err == "imctl: cannot reach the config server at 127.0.0.1:7100: Connection refused\n");
+
+  outcome.failure = HttpFailure::kTimeout;
+  outcome.error = "reading the reply";
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 69);
+  CHECK(o.err ==
+        "imctl: no answer from the config server at 127.0.0.1:7100 within 5000 ms (reading the "
+        "reply)\n");
+
+  outcome.failure = HttpFailure::kBadReply;
+  outcome.error = "unreadable HTTP reply: bad version";
+  CHECK(imctl_output(inv, outcome).exit_code == 69);
+
+  outcome = {};
+  outcome.reply = {400, "{\"error\":\"there is no server named \\\"hash9\\\"\"}\n"};
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 1);
+  CHECK(o.out.empty());
+  CHECK(o.err == "imctl: assign: there is no server named \"hash9\"\n");
+
+  outcome.reply = {503, "<html>busy</html>"};
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 1);
+  CHECK(o.err == "imctl: assign: the config server answered HTTP 503\n");
+
+  outcome.reply = {200, "{\"version\":9,\"change\":\"assign 1-2 to hash9\"}\n"};
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 0);
+  CHECK(o.out == "table version 9: assign 1-2 to hash9\n");
+  CHECK(o.err.empty());
+
+  outcome.reply = {200, "not json"};
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 69);
+  CHECK(o.err.starts_with("imctl: the reply from 127.0.0.1:7100 is not JSON"));
+
+  // --json: the body as is, on success and on refusal (with the sentence on stderr as well).
+  inv.json = true;
+  outcome.reply = {200, "{\"version\":9}"};
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 0);
+  CHECK(o.out == "{\"version\":9}\n");
+  outcome.reply = {409, "{\"error\":\"conflict\"}\n"};
+  o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 1);
+  CHECK(o.out == "{\"error\":\"conflict\"}\n");
+  CHECK(o.err == "imctl: assign: conflict\n");
+}
+
+// ---- Against a real admin server ----------------------------------------------------------------
+
+class RecordingBackend : public AdminBackend {
+ public:
+  std::vector<std::string> calls;  // io_context thread; read after it stopped
+
+  AdminResult status() override {
+    calls.push_back("status");
+    return AdminResult::ok(js(R"({"version": 4, "mode": "ring", "converged": true,
+                                  "nodes": [], "purges": []})"));
+  }
+  AdminResult table() override { return AdminResult::ok(json::object{}); }
+  AdminResult history(uint64_t) override { return AdminResult::ok(json::object{}); }
+  AdminResult servers() override { return AdminResult::ok(json::object{}); }
+  AdminResult where(uint64_t id) override {
+    calls.push_back("where " + std::to_string(id));
+    return AdminResult::ok(json::object{{"id", id}, {"server", "h"}});
+  }
+  AdminResult set_mode(RoutingMode, std::optional<ModuloHash>) override {
+    return AdminResult::ok(json::object{});
+  }
+  AdminResult add_servers(const std::vector<ServerSpec>& s) override {
+    calls.push_back("add " + s[0].name + " " + *s[0].address + " " + std::to_string(*s[0].shards) +
+                    " " + std::to_string(s[0].weight));
+    return AdminResult::ok(json::object{{"version", 5}, {"change", "add"}});
+  }
+  AdminResult remove_servers(const std::vector<std::string>&) override {
+    return AdminResult::ok(json::object{});
+  }
+  AdminResult assign(uint64_t lo, uint64_t hi, const std::string& server) override {
+    calls.push_back("assign " + std::to_string(lo) + " " + std::to_string(hi) + " " + server);
+    return AdminResult::error(404, "there is no server named \"" + server + "\"");
+  }
+  AdminResult split(uint64_t) override { return AdminResult::ok(json::object{}); }
+  AdminResult merge(uint64_t, uint64_t) override { return AdminResult::ok(json::object{}); }
+  AdminResult purge(const std::string& server, frame::PurgeAction kind, uint32_t age) override {
+    calls.push_back("purge " + server + " " + std::to_string(static_cast<int>(kind)) + " " +
+                    std::to_string(age));
+    return AdminResult::ok(json::object{{"server", server}, {"purge", json::object{}}});
+  }
+  AdminResult purge_status() override { return AdminResult::ok(json::object{}); }
+};
+
+// Runs imctl's parse -> exchange -> output, as main() does.
+ImctlOutput run_imctl(std::vector<std::string> args) {
+  const ImctlParse p = parse_imctl_args(args, nullptr);
+  REQUIRE(p.invocation);
+  const ImctlInvocation& inv = *p.invocation;
+  return imctl_output(
+      inv, http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout));
+}
+
+TEST_CASE("imctl: talks to a real AdminHttpServer") {
+  boost::asio::io_context ctx;
+  RecordingBackend backend;
+  AdminHttpServer server(ctx, backend, "127.0.0.1", 0);
+  server.start();
+  std::thread thread([&] { ctx.run(); });
+  const std::string admin = server.local_address();
+
+  ImctlOutput o = run_imctl({"--admin", admin, "status"});
+  CHECK(o.exit_code == 0);
+  CHECK(o.out.starts_with("table version 4, mode ring, converged: yes\n"));
+  o = run_imctl({"--admin", admin, "--json", "where", "18446744073709551615"});
+  CHECK(o.exit_code == 0);
+  CHECK(o.out == "{\"id\":18446744073709551615,\"server\":\"h\"}\n");
+  o = run_imctl({"--admin", admin, "assign", "9007199254740993-18446744073709551615", "hash9"});
+  CHECK(o.exit_code == 1);
+  CHECK(o.err == "imctl: assign: there is no server named \"hash9\"\n");
+  o = run_imctl({"--admin", admin, "server", "add", "hash4=127.0.0.1:7004/4*2"});
+  CHECK(o.exit_code == 0);
+  CHECK(o.out == "table version 5: add\n");
+  o = run_imctl({"--admin", admin, "purge", "hash1", "--older-than", "7d"});
+  CHECK(o.exit_code == 0);
+
+  boost::asio::post(ctx, [&] { server.stop(); });
+  thread.join();
+  CHECK(backend.calls ==
+        std::vector<std::string>{"status", "where 18446744073709551615",
+                                 "assign 9007199254740993 18446744073709551615 hash9",
+                                 "add hash4 127.0.0.1:7004 4 2", "purge hash1 2 604800"});
+}
+
+TEST_CASE("imctl: an unreachable or silent config server is reported, not waited for") {
+  namespace asio = boost::asio;
+  asio::io_context ctx;
+  // A port nobody listens on: bind one, note it, close it.
+  asio::ip::tcp::acceptor probe(ctx, {asio::ip::make_address("127.0.0.1"), 0});
+  const uint16_t dead = probe.local_endpoint().port();
+  probe.close();
+  HttpOutcome out = http_exchange("127.0.0.1", dead, verb::get, "/v1/status", "",
+                                  std::chrono::milliseconds(2000));
+  CHECK(out.failure == HttpFailure::kUnreachable);
+  CHECK(out.error == "Connection refused");
+
+  // A listener that accepts (in the kernel backlog) but never answers.
+  asio::ip::tcp::acceptor silent(ctx, {asio::ip::make_address("127.0.0.1"), 0});
+  out = http_exchange("127.0.0.1", silent.local_endpoint().port(), verb::get, "/v1/status", "",
+                      std::chrono::milliseconds(100));
+  CHECK(out.failure == HttpFailure::kTimeout);
+  CHECK(out.error == "reading the reply");
+}
+
+}  // namespace
+}  // namespace imhash
