@@ -1,5 +1,6 @@
 #include "common/config_link.h"
 
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -35,6 +36,11 @@ constexpr milliseconds kMinHeartbeat{10};
 constexpr milliseconds kHeartbeatNowGap{100};
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+// Linux: the kernel fails the connection when sent data stays unacknowledged this long, so a
+// config server host that vanished without a reset is noticed although heartbeats still fit in
+// the socket buffer.
+using TcpUserTimeout = asio::detail::socket_option::integer<IPPROTO_TCP, TCP_USER_TIMEOUT>;
 
 long long ms_count(Clock::duration d) {
   return std::chrono::duration_cast<milliseconds>(d).count();
@@ -219,6 +225,7 @@ asio::awaitable<std::string> ConfigLink::State::connect() {
   boost::system::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
   socket.set_option(asio::socket_base::keep_alive(true), ec);
+  socket.set_option(TcpUserTimeout(static_cast<int>(settings.write_timeout.count())), ec);
   co_return std::string();
 }
 

@@ -27,7 +27,6 @@ namespace imhash {
 struct InFlight {
   enum class Stage : uint8_t {
     kFirst,     // sent under the worker's current table
-    kRetry,     // re-sent once after MOVED, under a newer table
     kFallback,  // a LOOKUP missed at the new owner: asking the owner under the previous table
     kRepair,    // copying a record found by a fallback read to its new owner (no client reply)
     kOldDelete,  // LOGOUT during the grace period: deleting the copy at the previous owner first,
@@ -38,6 +37,7 @@ struct InFlight {
   ClientAddr client{};
   frame::FrameType type = frame::FrameType::kPing;
   Stage stage = Stage::kFirst;
+  bool retried = false;     // re-sent once after MOVED, under a newer table
   uint8_t flags = 0;        // frame flags (kFlagAnyOwner, kFlagIfAbsent)
   uint8_t earlier = 0;      // kFallback/kOldDelete: the next earlier table to consult
   uint32_t age_seconds = 0;  // kRepair: the age of the record copied

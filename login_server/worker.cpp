@@ -373,15 +373,18 @@ void Worker::on_answer(InFlight& request, const Response& response) {
     forward(std::move(request), now);
     return;
   }
-  if (response.status == FrameStatus::kMoved && (request.stage == InFlight::Stage::kFirst ||
-                                                 request.stage == InFlight::Stage::kNewDelete)) {
+  if (response.status == FrameStatus::kMoved && !request.retried) {
     // The hash server has a newer table: take it and retry once (DESIGN §2). If it is not at hand
     // yet (pushed tables), park the request until it arrives, within the request's deadline.
     if (tables_ && response.table_version > (routing_ ? routing_->version() : 0)) {
       install(tables_->refresh());
     }
     ++counters_.moved_retries;
-    request.stage = InFlight::Stage::kRetry;
+    // Start over under the newer table: a LOGOUT deletes the old copies that table knows of too.
+    request.retried = true;
+    request.stage = InFlight::Stage::kFirst;
+    request.earlier = 0;
+    request.flags = 0;
     if (routing_ && routing_->version() >= response.table_version) {
       forward(std::move(request), now);
     } else if (parked_.size() < settings_.link.max_in_flight) {

@@ -25,9 +25,9 @@ Status status_of(const std::optional<client::Message>& m) {
   return m->status;
 }
 
-// Polls (bounded) until `user` can log in again; returns whether it did.
+// Polls (bounded: about 15 s, generous for a loaded CI machine) until `user` can log in again.
 bool wait_until_served(UdpClient& c, uint64_t user) {
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 600; ++i) {
     auto r = c.call(UdpClient::make(Op::kLogin, user, endpoint_of(user)));
     if (r && r->status == Status::kOk) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
