@@ -35,7 +35,9 @@ struct ConfigLinkSettings {
   std::chrono::milliseconds default_heartbeat{1000};  // when the welcome says 0
   std::chrono::milliseconds backoff_initial{50};
   std::chrono::milliseconds backoff_max{2000};
-  std::chrono::milliseconds write_timeout{10000};  // a write stuck this long drops the connection
+  // A write stuck this long drops the connection; also the socket's TCP_USER_TIMEOUT, so a config
+  // server host that vanished is noticed although heartbeats still fit in the socket buffer.
+  std::chrono::milliseconds write_timeout{10000};
 };
 
 class ConfigLink {

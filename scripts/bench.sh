@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e
+# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e|purge
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at 10 million records.
 #   e2e   udp_sim against a local cluster (3 hash servers, 1 login server) and the yardstick
 #         ../shared/bench/udp_limit.c back to back, both rates and their ratio; then latency at an
 #         offered 50k requests/s (open loop).
+#   purge p99 of a 50k/s open-loop load while the hash server serving it purges 5M records it no
+#         longer owns, against the same load without a purge, in one run; and the time a new
+#         table version takes to reach every node.
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -101,9 +104,71 @@ bench_e2e() {
     json_field '"done %.0f/s  p50 %d us  p99 %d us  p999 %d us  max %d us  errors %d" % (d["requests_per_s"], d["latency_us"]["p50"], d["latency_us"]["p99"], d["latency_us"]["p999"], d["latency_us"]["max"], d["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"])'
 }
 
+bench_purge() {
+  build_release --bench
+  local n="${BENCH_PURGE_RECORDS:-5000000}" first=1000000000
+  "$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+    --state-dir "$work/state" --heartbeat-ms 250 --grace-ms 1000 --auto-purge off \
+    --initial-mode range >"$work/config.out" 2>"$work/config.log" &
+  STARTED_PIDS+=($!)
+  for _ in $(seq 1 200); do [[ $(grep -c '^listening on' "$work/config.out") -ge 2 ]] && break; sleep 0.05; done
+  local config admin
+  config=$(sed -n '1s/^listening on //p' "$work/config.out")
+  admin=$(sed -n '2s/^listening on //p' "$work/config.out")
+  local imctl="$IMHASH_BUILD/config_server/imctl --admin $admin"
+  local hash1_pid hash1_addr
+  for i in 1 2; do
+    start_daemon "hash$i" "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+      --name "hash$i" --shards 1 --config "$config" --log-level warn
+    [[ $i == 1 ]] && { hash1_pid=$DAEMON_PID; hash1_addr=$LISTEN_ADDR; }
+  done
+  for _ in $(seq 1 100); do $imctl --json status | grep -q '"name":"hash2"' && break; sleep 0.05; done
+  $imctl server add hash1 hash2 >/dev/null
+  start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
+    --config "$config" --threads 1 --log-level warn
+  local target=$LISTEN_ADDR
+  echo "== purge under load: one hash server (1 shard) serves 100k users at an offered 50000/s"
+  echo "   and holds $n more records, which it purges in the second run"
+  "$IMHASH_BUILD/tools/hash_bench" --target "$hash1_addr" --fill "$n" --first-id "$first" \
+    --pid "$hash1_pid" | sed 's/^/   fill: /'
+  local sim=("$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000
+             --duration "$seconds" --rate 50000 --json)
+  local base
+  base=$("${sim[@]}" 2>/dev/null)
+  $imctl assign "$first-$((first + n - 1))" hash2 >/dev/null  # hash1 no longer owns them
+  "${sim[@]}" >"$work/purge_run.json" 2>"$work/purge_run.progress" &
+  local sim_pid=$!
+  sleep 1
+  local t0 t1
+  t0=$(date +%s.%N)
+  $imctl purge hash1 --not-owned >/dev/null
+  for _ in $(seq 1 600); do
+    sleep 0.05
+    $imctl --json purge hash1 --status | grep -q '"state":"done"' && break
+  done
+  t1=$(date +%s.%N)
+  wait "$sim_pid" || true
+  local during
+  during=$(cat "$work/purge_run.json")
+  local p99_base p99_purge
+  p99_base=$(json_field 'd["latency_us"]["p99"]' <<<"$base")
+  p99_purge=$(json_field 'd["latency_us"]["p99"]' <<<"$during")
+  printf "without purge: p50 %s us  p99 %s us  p999 %s us\n" "$(json_field 'd["latency_us"]["p50"]' <<<"$base")" \
+    "$p99_base" "$(json_field 'd["latency_us"]["p999"]' <<<"$base")"
+  printf "with purge:    p50 %s us  p99 %s us  p999 %s us  (purge of %s records took %.2f s)\n" \
+    "$(json_field 'd["latency_us"]["p50"]' <<<"$during")" "$p99_purge" \
+    "$(json_field 'd["latency_us"]["p999"]' <<<"$during")" "$n" "$(echo "$t1 - $t0" | bc -l)"
+  printf "p99 ratio with/without purge: %.2f\n" "$(echo "$p99_purge / $p99_base" | bc -l)"
+  echo "per-second p99 while the purge ran (udp_sim progress lines):"
+  grep -o '^\[ *[0-9.]*s\].*p99 [0-9]*us' "$work/purge_run.progress" | sed 's/sent.*done [0-9]*\/s//' | sed 's/^/   /'
+  echo "== time for a new table version to reach every node (config server log)"
+  grep -o 'version [0-9]* reached every node in [0-9.]* ms' "$work/config.log" | sed 's/^/   /'
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
 case "${1:-}" in
   hash) bench_hash ;;
   e2e) bench_e2e ;;
-  *) echo "usage: scripts/bench.sh hash|e2e" >&2; exit 64 ;;
+  purge) bench_purge ;;
+  *) echo "usage: scripts/bench.sh hash|e2e|purge" >&2; exit 64 ;;
 esac

@@ -27,6 +27,7 @@ struct BenchConfig {
   uint32_t pipeline = 16;
   double seconds = 5;
   uint64_t keys = 1'000'000;
+  uint64_t first_id = 0;
 };
 
 // Reads exactly one frame from `socket` into `buf` (used for the handshake).
@@ -75,9 +76,10 @@ asio::awaitable<tcp::socket> connect_shard(const BenchConfig& cfg, uint16_t shar
 }
 
 // Ids that `shard` owns, cycled through by one connection.
-std::vector<uint64_t> shard_ids(uint16_t shard, uint16_t shard_count, uint64_t keys) {
+std::vector<uint64_t> shard_ids(uint16_t shard, uint16_t shard_count, uint64_t keys,
+                                uint64_t first_id) {
   std::vector<uint64_t> ids;
-  for (uint64_t id = 0; id < keys; ++id) {
+  for (uint64_t id = first_id; id < first_id + keys; ++id) {
     if (shard_of(id, shard_count) == shard) ids.push_back(id);
   }
   return ids;
@@ -134,7 +136,7 @@ double run_phase(const BenchConfig& cfg, FrameType type) {
         uint16_t shard_count = 1;
         { co_await connect_shard(cfg, 0, &shard_count); }
         std::vector<std::vector<uint64_t>> ids(shard_count);
-        for (uint16_t s = 0; s < shard_count; ++s) ids[s] = shard_ids(s, shard_count, cfg.keys);
+        for (uint16_t s = 0; s < shard_count; ++s) ids[s] = shard_ids(s, shard_count, cfg.keys, cfg.first_id);
         std::vector<tcp::socket> sockets;
         for (uint32_t c = 0; c < cfg.connections; ++c) {
           sockets.push_back(co_await connect_shard(cfg, uint16_t(c % shard_count), nullptr));
@@ -181,6 +183,7 @@ int bench_main(int argc, char** argv) {
       "pipeline,P", po::value<uint32_t>()->default_value(16), "requests in flight per connection")(
       "duration", po::value<double>()->default_value(5), "seconds per phase")(
       "keys", po::value<uint64_t>()->default_value(1'000'000), "distinct ids")(
+      "first-id", po::value<uint64_t>()->default_value(0), "ids used: first-id .. first-id+keys-1")(
       "fill", po::value<uint64_t>(), "instead: load N records and report RSS growth per record")(
       "pid", po::value<std::string>(), "with --fill: the hash server's process id");
   if (auto code = opts.parse(argc, argv)) return *code;
@@ -192,6 +195,7 @@ int bench_main(int argc, char** argv) {
   cfg.pipeline = opts.get<uint32_t>("pipeline");
   cfg.seconds = opts.get<double>("duration");
   cfg.keys = opts.get<uint64_t>("keys");
+  cfg.first_id = opts.get<uint64_t>("first-id");
   if (cfg.connections == 0 || cfg.pipeline == 0 || cfg.keys == 0) {
     throw UsageError("--connections, --pipeline and --keys must be positive");
   }
@@ -212,7 +216,7 @@ int bench_main(int argc, char** argv) {
           uint16_t shard_count = 1;
           { co_await connect_shard(cfg, 0, &shard_count); }
           for (uint16_t s = 0; s < shard_count; ++s) {
-            auto ids = shard_ids(s, shard_count, n);
+            auto ids = shard_ids(s, shard_count, n, cfg.first_id);
             if (ids.empty()) continue;
             auto socket = co_await connect_shard(cfg, s, nullptr);
             // Whole pipelines, rounded up: the few extra requests repeat ids (replaces).
