@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "login_server/backoff.h"
+#include "common/backoff.h"
 
 using namespace imhash;
 
