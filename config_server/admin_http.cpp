@@ -1,5 +1,7 @@
 #include "config_server/admin_http.h"
 
+#include "config_server/status_page.h"
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio.hpp>
@@ -43,6 +45,24 @@ Response make_response(unsigned status, const json::value& body, unsigned versio
   res.keep_alive(keep_alive);
   res.prepare_payload();
   return res;
+}
+
+Response html_response(const char* html, unsigned version, bool keep_alive) {
+  Response res;
+  res.version(version);
+  res.result(http::status::ok);
+  res.set(http::field::server, "imhash-config");
+  res.set(http::field::content_type, "text/html; charset=utf-8");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = html;
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+bool is_status_page(http::verb method, std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return method == http::verb::get && (path == "/" || path == "/status");
 }
 
 Response error_response(unsigned status, const std::string& sentence) {
@@ -222,6 +242,11 @@ asio::awaitable<void> session(std::shared_ptr<State> st, tcp::socket socket) {
     }
 
     const auto& req = parser.get();
+    if (is_status_page(req.method(), req.target())) {
+      Response page = html_response(status_page_html(), req.version(), req.keep_alive());
+      if (!co_await write(*st, stream, page) || st->stopped || !req.keep_alive()) co_return;
+      continue;
+    }
     const auto started = std::chrono::steady_clock::now();
     AdminResult result = handle_admin_request(st->backend, req.method(), req.target(), req.body());
     // A reply to HEAD must not carry a body; this API has no HEAD, so answer 405 and close.

@@ -367,9 +367,9 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
       if (!spec.shards) s.shards = node->shards;
     }
     TableResult r;
-    if (t.servers.empty()) {
+    if (!router_) {
+      // The first table: every server named now shares the id space from the start.
       t.servers.push_back(s);
-      if (t.mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
       r.table = t;
     } else {
       r = add_server(t, s);
@@ -378,6 +378,8 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
     t = std::move(*r.table);
     change += " " + spec.name;
   }
+  if (!router_ && t.mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
+  if (auto err = validate(t); !err.empty()) return AdminResult::error(400, err);
   return apply(TableResult{std::move(t), ""}, "server " + change);
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/options.h"
 #include "common/routing_table.h"
+#include "common/token.h"
 #include "config_server/admin_handler.h"
 
 namespace imhash {
@@ -145,6 +146,9 @@ commands:
                                        purge records on a hash server (default: --not-owned);
                                        AGE: 90, 90s, 15m, 2h or 7d
   where ID                             the server and shard that own user ID
+  token ID --ttl AGE --key-file FILE   print an authentication token for user ID valid for AGE,
+                                       made locally from the login servers' key file (no config
+                                       server needed); with --json: user_id, expiry, token
 
 exit status: 0 done; 1 the config server refused the request; 64 bad command line;
              69 the config server could not be reached or did not answer
@@ -266,6 +270,14 @@ SpecParse parse_server_spec(std::string_view text) {
   }
   out.spec = std::move(spec);
   return out;
+}
+
+std::string format_token(const client::Token& token, bool json) {
+  const std::string hex = to_hex(token_bytes(token));
+  if (!json) return hex + "\n";
+  return json_text(json::object{
+             {"user_id", token.user_id}, {"expiry", token.expiry}, {"token", hex}}) +
+         "\n";
 }
 
 ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* env_admin) {
@@ -447,6 +459,26 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
     } else {
       inv.command = ImctlCommand::kWhere;
       inv.target = "/v1/where/" + (id ? std::to_string(*id) : std::string());
+    }
+  } else if (command == "token") {
+    e = split_args(rest, 1, command, {{"--ttl", true}, {"--key-file", true}}, a);
+    if (e.empty()) e = positional_count(command, a, 1, "token ID --ttl AGE --key-file FILE");
+    inv.command = ImctlCommand::kToken;
+    std::optional<uint64_t> id;
+    if (e.empty() && !(id = parse_decimal_id(a.positional[0]))) {
+      e = command + ": " + quoted(a.positional[0]) + " is not an id: " + std::string(kIdExpected);
+    }
+    if (e.empty() && !a.flag("--ttl")) e = "token: --ttl AGE is required";
+    if (e.empty() && !a.flag("--key-file")) e = "token: --key-file FILE is required";
+    if (e.empty()) {
+      const AgeParse ttl = parse_age(*a.flag("--ttl"));
+      if (!ttl.seconds) {
+        e = "token: --ttl: " + ttl.error;
+      } else {
+        inv.token_user = *id;
+        inv.token_ttl_s = *ttl.seconds;
+        inv.key_file = *a.flag("--key-file");
+      }
     }
   } else if (command == "purge") {
     e = split_args(rest, 1, command,

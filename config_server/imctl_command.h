@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/client_protocol.h"
 #include "config_server/admin_backend.h"
 
 namespace imhash {
@@ -36,6 +37,7 @@ enum class ImctlCommand : uint8_t {
   kPurge,        // start or cancel a purge
   kPurgeStatus,  // purge NAME --status: GET /v1/purge, shown for NAME only
   kWhere,
+  kToken,  // token ID --ttl AGE --key-file FILE: computed locally, no request
 };
 
 struct ImctlInvocation {
@@ -53,7 +55,16 @@ struct ImctlInvocation {
   std::string target;  // "/v1/where/42"
   std::string body;    // JSON text for POST; empty for GET
   std::string server;  // kPurgeStatus: the server whose purges are shown
+
+  // kToken: made here from the key file (DESIGN §6), printed as hex or, with --json, as JSON.
+  uint64_t token_user = 0;
+  uint32_t token_ttl_s = 0;
+  std::string key_file;
 };
+
+// The output of `imctl token`: 56 hex digits (user_id ‖ expiry ‖ MAC) and a newline, or with
+// `json` {"user_id":ID,"expiry":UNIX_SECONDS,"token":"HEX"}.
+std::string format_token(const client::Token& token, bool json);
 
 struct ImctlParse {
   std::optional<ImctlInvocation> invocation;

@@ -362,6 +362,8 @@ std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
     case ImctlCommand::kSplit:
     case ImctlCommand::kMerge:
       return format_change(body);
+    case ImctlCommand::kToken:
+      break;  // made locally (imctl_main.cpp), never an admin API reply
   }
   return json::serialize(body) + "\n";
 }

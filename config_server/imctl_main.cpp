@@ -1,11 +1,15 @@
 // imctl: the operator's command-line client of the config server's admin API (DESIGN §7,
 // docs/admin_api.md). Glue only: parse the arguments, make one HTTP request, print the outcome.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
+#include "common/key_file.h"
 #include "common/options.h"
+#include "common/token.h"
 #include "config_server/imctl_command.h"
 #include "config_server/imctl_format.h"
 #include "config_server/imctl_http.h"
@@ -25,6 +29,19 @@ int imctl_main(int argc, char** argv) {
     return imhash::kExitUsage;
   }
   const imhash::ImctlInvocation& inv = *parse.invocation;
+  if (inv.command == imhash::ImctlCommand::kToken) {
+    // Local: the key file is the login servers' (DESIGN §6); a bad one throws ConfigError (78).
+    const std::vector<uint8_t> key = imhash::load_key_file(inv.key_file);
+    const uint64_t expiry = static_cast<uint64_t>(std::time(nullptr)) + inv.token_ttl_s;
+    if (expiry > UINT32_MAX) {
+      std::fprintf(stderr, "imctl: token: --ttl runs past the largest expiry (year 2106)\n");
+      return imhash::kExitUsage;
+    }
+    const std::string out = imhash::format_token(
+        imhash::make_token(key, inv.token_user, static_cast<uint32_t>(expiry)), inv.json);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return imhash::kExitOk;
+  }
   const imhash::HttpOutcome outcome =
       imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout);
   const imhash::ImctlOutput output = imhash::imctl_output(inv, outcome);

@@ -1,6 +1,9 @@
 // login_server: the stateless UDP gateway in front of the hash servers.
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
+#include "common/key_file.h"
 #include "common/options.h"
 #include "login_server/login_server.h"
 
@@ -26,7 +29,15 @@ int login_server_main(int argc, char** argv) {
       "grace-ms", po::value<uint32_t>()->default_value(60000),
       "with --table: after the file changes, how long a lookup that misses at the new owner is "
       "retried at the previous one (pushed tables bring their own)")(
-      "name", po::value<std::string>()->default_value("login"), "this server's name (in handshakes)");
+      "name", po::value<std::string>()->default_value("login"), "this server's name (in handshakes)")(
+      "auth-key-file", po::value<std::string>(),
+      "switch authentication on: LOGIN, HEARTBEAT and LOGOUT need a TOKEN MACed with the key in "
+      "FILE (hex, at least 32 digits); without a valid one: UNAUTHORIZED")(
+      "rate-limit", po::value<uint32_t>()->default_value(20000),
+      "requests per second per source address, per worker thread (0: no limit); beyond: "
+      "RATE_LIMITED")(
+      "rate-burst", po::value<uint32_t>(),
+      "token bucket size per source address (default: 2 x --rate-limit)");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   LoginServerConfig config;
@@ -58,6 +69,19 @@ int login_server_main(int argc, char** argv) {
   if (opts.has("table")) config.table_file = opts.get<std::string>("table");
   config.name = opts.get<std::string>("name");
   config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
+  if (opts.has("auth-key-file")) {
+    config.worker.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));
+    spdlog::info("authentication on: LOGIN, HEARTBEAT and LOGOUT need a token");
+  }
+  auto& limit = config.worker.rate_limit;
+  limit.rate = opts.get<uint32_t>("rate-limit");
+  if (opts.has("rate-burst")) {
+    limit.burst = opts.get<uint32_t>("rate-burst");
+    if (limit.burst == 0) throw UsageError("--rate-burst must be at least 1");
+  } else {
+    limit.burst = static_cast<uint32_t>(std::min<uint64_t>(2ull * limit.rate, UINT32_MAX));
+  }
+  if (limit.rate != 0 && limit.burst == 0) limit.burst = 1;
   LoginServer server(std::move(config));
   server.run();
   return kExitOk;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/bytes.h"
+
 namespace imhash {
 
 using client::Op;
@@ -37,8 +39,24 @@ Plan reply_plan(Status status, size_t size) {
 
 }  // namespace
 
+Plan plan_rate_limited(std::span<const uint8_t> datagram, std::span<uint8_t> reply) {
+  Plan p;
+  if (datagram.size() < client::kMinDatagram) return p;  // kTooShort
+  if (datagram[0] != client::kMagic[0] || datagram[1] != client::kMagic[1]) {
+    p.drop = DropReason::kBadMagic;
+    return p;
+  }
+  client::Header h;
+  h.version = datagram[2];
+  h.op_byte = datagram[3];
+  h.request_id = bytes::get_u32(datagram.data() + 4);
+  h.user_id = bytes::get_u64(datagram.data() + 8);
+  return reply_plan(Status::kRateLimited,
+                    client::encode_error_reply(h, Status::kRateLimited, reply));
+}
+
 Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uint64_t table_version,
-                  std::span<uint8_t> reply) {
+                  std::span<uint8_t> reply, const AuthPolicy* auth) {
   const client::Decoded d = client::decode_request(datagram);
   if (d.error != client::DecodeError::kOk) {
     const auto status = client::error_reply_status(d.error);
@@ -52,6 +70,15 @@ Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uin
   }
 
   const client::Message& m = d.msg;
+  if (auth && (m.op == Op::kLogin || m.op == Op::kHeartbeat || m.op == Op::kLogout)) {
+    const TokenCheck check = verify_token(auth->key, m.token, m.user_id, auth->now);
+    if (check != TokenCheck::kOk) {
+      Plan p = reply_plan(Status::kUnauthorized,
+                          client::encode_error_reply(d.header, Status::kUnauthorized, reply));
+      p.auth = check;
+      return p;
+    }
+  }
   Plan p;
   p.ask.op = m.op;
   p.ask.request_id = m.request_id;

@@ -8,6 +8,7 @@
 
 #include "common/client_protocol.h"
 #include "common/frame_protocol.h"
+#include "common/token.h"
 
 namespace imhash {
 
@@ -36,13 +37,29 @@ struct Plan {
   size_t reply_size = 0;
   frame::FrameType frame_type = frame::FrameType::kPing;
   ClientAsk ask{};
+  TokenCheck auth = TokenCheck::kOk;  // with auth on: why a request was answered UNAUTHORIZED
+};
+
+// Authentication (DESIGN §6), when the login server has a key: LOGIN, HEARTBEAT and LOGOUT need a
+// valid TOKEN for the header's user_id, unexpired at `now` (Unix seconds); LOOKUP and PING need
+// none. The key is owned elsewhere and outlives the policy.
+struct AuthPolicy {
+  std::span<const uint8_t> key;
+  uint32_t now = 0;
 };
 
 // Decodes `datagram` and decides. `source` is the datagram's sender as seen by the server; it is
 // stored for LOGIN/HEARTBEAT without an ENDPOINT TLV (an IPv4-mapped source is stored as IPv4).
 // Replies (errors, PING) are encoded into `reply` (at least client::kMinDatagram bytes).
+// `auth` is null when authentication is off; otherwise a request that fails it is answered
+// UNAUTHORIZED (header only) and not forwarded.
 Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uint64_t table_version,
-                  std::span<uint8_t> reply);
+                  std::span<uint8_t> reply, const AuthPolicy* auth = nullptr);
+
+// A datagram from a source over its rate limit: RATE_LIMITED, header only (20 bytes, never more
+// than the request), when it is at least 48 bytes with the right magic; otherwise dropped like any
+// such datagram. Nothing is decoded beyond the header.
+Plan plan_rate_limited(std::span<const uint8_t> datagram, std::span<uint8_t> reply);
 
 // Encodes the client's reply to a hash server's response. Returns its size (never more than
 // ask.request_size) and sets `status` to the status replied.

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cassert>
+#include <ctime>
 
 namespace asio = boost::asio;
 
@@ -32,7 +33,11 @@ constexpr int kReceiveRounds = 8;
 }  // namespace
 
 Worker::Worker(uint32_t index, const WorkerSettings& settings, TableSource* tables)
-    : index_(index), settings_(settings), tables_(tables), tick_timer_(ctx_) {}
+    : index_(index),
+      settings_(settings),
+      tables_(tables),
+      tick_timer_(ctx_),
+      limiter_(settings.rate_limit) {}
 
 Worker::~Worker() { join(); }
 
@@ -233,6 +238,7 @@ asio::awaitable<void> Worker::receive_loop() {
       const int n = recvmmsg(fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
       if (n <= 0) break;
       const int64_t now = now_ns();
+      unix_now_ = static_cast<uint32_t>(std::time(nullptr));
       for (int i = 0; i < n; ++i) {
         from[i].len = msgs[i].msg_hdr.msg_namelen;
         handle_datagram(storage.data() + i * kDatagramBuffer, msgs[i].msg_len, from[i], now);
@@ -248,8 +254,15 @@ void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr&
                              int64_t now) {
   ++counters_.received;
   uint8_t reply_buf[client::kMinDatagram];
-  const Plan plan =
-      plan_request({data, size}, from.endpoint(), routing_ ? routing_->version() : 0, reply_buf);
+  const Endpoint source = from.endpoint();
+  Plan plan;
+  if (!limiter_.allow(source, now)) {
+    plan = plan_rate_limited({data, size}, reply_buf);
+  } else {
+    const AuthPolicy auth{.key = settings_.auth_key, .now = unix_now_};
+    plan = plan_request({data, size}, source, routing_ ? routing_->version() : 0, reply_buf,
+                        settings_.auth_key.empty() ? nullptr : &auth);
+  }
   switch (plan.kind) {
     case Plan::kDrop:
       ++counters_.dropped[static_cast<size_t>(plan.drop)];

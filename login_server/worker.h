@@ -16,6 +16,7 @@
 
 #include "common/router.h"
 #include "login_server/hash_link.h"
+#include "login_server/rate_limiter.h"
 #include "login_server/table_source.h"
 
 namespace imhash {
@@ -35,6 +36,11 @@ struct WorkerCounters {
 struct WorkerSettings {
   LinkSettings link;
   std::chrono::milliseconds tick{10};
+  // DESIGN §6. Empty: authentication off. Otherwise LOGIN/HEARTBEAT/LOGOUT need a TOKEN MACed
+  // with this key (login_server --auth-key-file).
+  std::vector<uint8_t> auth_key;
+  // Per source address and per worker thread (see login_server/rate_limiter.h); rate 0: off.
+  RateLimit rate_limit;
 };
 
 class Worker final : public LinkListener {
@@ -110,6 +116,8 @@ class Worker final : public LinkListener {
   std::function<void()> links_tried_;
   std::function<void(uint64_t)> on_commit_;
   WorkerCounters counters_;
+  RateLimiter limiter_;
+  uint32_t unix_now_ = 0;  // wall clock seconds, read once per receive burst (token expiry)
 
   // Batched replies, sent with sendmmsg.
   static constexpr size_t kBatch = 64;

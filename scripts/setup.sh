@@ -9,6 +9,7 @@ packages=(
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev
   libspdlog-dev doctest-dev libssl-dev
   iproute2 procps
+  chromium  # the status page test loads the config server's page in headless Chromium
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(redis-server redis-tools bc python3)

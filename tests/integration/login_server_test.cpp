@@ -181,7 +181,7 @@ TEST_CASE("login_server: udp_sim --verify passes with 100k users over 3 hash ser
   cluster.start_login();
   test::ChildProcess sim(IMHASH_UDP_SIM,
                          {"--target", "127.0.0.1:" + std::to_string(cluster.udp_port()),
-                          "--users", "100000", "--duration", "3", "--verify", "--log-level",
+                          "--users", "100000", "--duration", "6", "--verify", "--log-level",
                           "warn"});
   const std::string summary = sim.wait_for_line("verify:", std::chrono::seconds(60));
   CHECK(summary.find("verify: pass") != std::string::npos);

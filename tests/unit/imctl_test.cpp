@@ -182,7 +182,7 @@ TEST_CASE("imctl: usage errors say what is wrong") {
        "s, m, h or d (90, 90s, 15m, 2h, 7d)"},
       {{"purge", "hash1", "--older-than"}, "purge: --older-than needs a value"},
       {{"purge", "hash1", "--everything"}, "purge: unknown option '--everything'"},
-      {{"token", "5", "--ttl", "1h"}, "unknown command 'token'"},
+      {{"token", "5", "--ttl", "1h"}, "token: --key-file FILE is required"},
   };
   for (const Case& c : cases) {
     INFO(c.error);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <ctime>
 
 namespace imhash::sim {
 
@@ -34,6 +35,10 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
       model_(model),
       reporter_(reporter),
       timeout_ns_(int64_t{config.timeout_ms} * 1'000'000),
+      tokens_(config.auth_key.empty()
+                  ? nullptr
+                  : std::make_unique<TokenSource>(config.auth_key, config.first_user,
+                                                  static_cast<uint32_t>(config.users))),
       table_(config.in_flight_capacity()),
       latencies_(std::make_unique<Latencies>()),
       queues_(sockets.size()),
@@ -172,8 +177,10 @@ bool LoadDriver::encode(Slot& s) {
   m.user_id = model_.id_of(s.tag.user);
   if (m.op == Op::kLogin || m.op == Op::kHeartbeat)
     m.endpoint = model_.endpoint_to_send(s.tag.user);
-  // Authentication (DESIGN §6): a TOKEN for m.user_id goes into LOGIN, HEARTBEAT and LOGOUT here,
-  // once udp_sim takes a --token-file.
+  // Authentication (DESIGN §6): a TOKEN for m.user_id in LOGIN, HEARTBEAT and LOGOUT.
+  if (tokens_ && m.op != Op::kLookup && m.op != Op::kPing) {
+    m.token = tokens_->token_for(s.tag.user, static_cast<uint32_t>(std::time(nullptr)));
+  }
   s.len = static_cast<uint8_t>(client::encode_request(m, s.bytes));
   return s.len != 0;
 }

@@ -26,6 +26,7 @@
 #include "tools/udp_sim/report.h"
 #include "tools/udp_sim/sim_config.h"
 #include "tools/udp_sim/stats.h"
+#include "tools/udp_sim/token_source.h"
 #include "tools/udp_sim/udp_sockets.h"
 #include "tools/udp_sim/user_model.h"
 
@@ -77,6 +78,7 @@ class LoadDriver {
   UserModel& model_;
   Reporter& reporter_;
   int64_t timeout_ns_;
+  std::unique_ptr<TokenSource> tokens_;  // null without --auth-key-file
 
   InFlightTable table_;
   Counters counters_;

@@ -6,11 +6,15 @@
 
 #include <atomic>
 #include <boost/json/serialize.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <random>
 
+#include "common/key_file.h"
 #include "common/options.h"
 #include "tools/udp_sim/load_driver.h"
 #include "tools/udp_sim/report.h"
@@ -106,6 +110,10 @@ SimConfig read_config(const Options& opts) {
   c.observed = opts.get<bool>("observed");
   c.verify = opts.get<bool>("verify");
   c.json = opts.get<bool>("json");
+  if (opts.has("csv")) {
+    c.csv = opts.get<std::string>("csv");
+    if (c.csv.empty()) throw UsageError("--csv needs a file name");
+  }
   return c;
 }
 
@@ -135,7 +143,11 @@ int sim_main(int argc, char** argv) {
       "own address (so no NAT in between)")(
       "verify", po::bool_switch(),
       "check every answer against the users' known state; exit 1 on a wrong one")(
-      "json", po::bool_switch(), "final summary as one JSON object on stdout");
+      "json", po::bool_switch(), "final summary as one JSON object on stdout")(
+      "csv", po::value<std::string>(),
+      "write a time series to FILE: a header, then one row per second (elapsed_s, sent_per_s, "
+      "done_per_s, p50_us, p99_us, p999_us, in_flight, requests ended by each error status, "
+      "no_reply, verify_failed); scripts/plot.sh draws it");
   if (auto code = opts.parse(argc, argv)) return *code;
   const SimConfig config = read_config(opts);
 
@@ -157,7 +169,12 @@ int sim_main(int argc, char** argv) {
                config.duration_s, config.seed);
 
   install_signal_handlers();
-  Reporter reporter(config.verify, config.json ? stderr : stdout);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
+  if (!config.csv.empty()) {
+    csv.reset(std::fopen(config.csv.c_str(), "w"));
+    if (!csv) throw UsageError("--csv: cannot write " + config.csv + ": " + std::strerror(errno));
+  }
+  Reporter reporter(config.verify, config.json ? stderr : stdout, csv.get());
   LoadDriver driver(config, sockets, model, reporter);
   driver.run(g_signals);
 

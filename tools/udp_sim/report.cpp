@@ -95,12 +95,48 @@ std::string progress_line(double elapsed_s, double interval_s, const Counters& n
   return line;
 }
 
+std::string csv_header() {
+  std::string h = "elapsed_s,sent_per_s,done_per_s,p50_us,p99_us,p999_us,in_flight";
+  for (size_t i = 1; i < kStatusCount; ++i) h += "," + std::string(client::to_string(status_at(i)));
+  return h + ",no_reply,verify_failed";
+}
+
+std::string csv_row(double elapsed_s, double interval_s, const Counters& now,
+                    const Counters& before, const LatencyHistogram& interval, uint32_t in_flight,
+                    const VerifyCounts& v) {
+  const double dt = interval_s > 1e-9 ? interval_s : 1e-9;
+  auto rate = [dt](uint64_t a, uint64_t b) { return static_cast<double>(a - b) / dt; };
+  std::string row =
+      format("%.3f,%.1f,%.1f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u", elapsed_s,
+             rate(now.requests() + now.retries(), before.requests() + before.retries()),
+             rate(now.replies(), before.replies()), interval.percentile(50),
+             interval.percentile(99), interval.percentile(99.9), in_flight);
+  for (size_t i = 1; i < kStatusCount; ++i) {
+    row += "," + u64(now.status(status_at(i)) - before.status(status_at(i)));
+  }
+  return row + "," + u64(now.no_reply() - before.no_reply()) + "," + u64(v.verify_failed);
+}
+
+Reporter::Reporter(bool verify, std::FILE* out, std::FILE* csv)
+    : verify_(verify), out_(out), csv_(csv) {
+  if (csv_ != nullptr) {
+    std::fprintf(csv_, "%s\n", csv_header().c_str());
+    std::fflush(csv_);
+  }
+}
+
 void Reporter::progress(double elapsed_s, const Counters& c, const VerifyCounts& v, Latencies& lat,
                         uint32_t in_flight) {
   const std::string line = progress_line(elapsed_s, elapsed_s - last_elapsed_, c, last_,
                                          lat.interval, in_flight, verify_, v);
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
+  if (csv_ != nullptr) {
+    const std::string row =
+        csv_row(elapsed_s, elapsed_s - last_elapsed_, c, last_, lat.interval, in_flight, v);
+    std::fprintf(csv_, "%s\n", row.c_str());
+    std::fflush(csv_);
+  }
   lat.fold_interval();
   last_ = c;
   last_elapsed_ = elapsed_s;

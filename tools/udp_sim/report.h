@@ -51,9 +51,20 @@ std::string progress_line(double elapsed_s, double interval_s, const Counters& n
                           const Counters& before, const LatencyHistogram& interval,
                           uint32_t in_flight, bool verify, const VerifyCounts& v);
 
+// The --csv time series: a header line, then one row per progress line, with the same figures:
+//   elapsed_s,sent_per_s,done_per_s,p50_us,p99_us,p999_us,in_flight,NOT_FOUND,BAD_REQUEST,
+//   UNAVAILABLE,TIMEOUT,UNAUTHORIZED,RATE_LIMITED,UNSUPPORTED_VERSION,no_reply,verify_failed
+// (statuses and no_reply: requests that ended so in the interval; verify_failed: the running
+// total). No newline.
+std::string csv_header();
+std::string csv_row(double elapsed_s, double interval_s, const Counters& now,
+                    const Counters& before, const LatencyHistogram& interval, uint32_t in_flight,
+                    const VerifyCounts& v);
+
 class Reporter {
  public:
-  explicit Reporter(bool verify, std::FILE* out) : verify_(verify), out_(out) {}
+  // `csv`, when not null, receives csv_header() at once and a csv_row() with every progress line.
+  Reporter(bool verify, std::FILE* out, std::FILE* csv = nullptr);
 
   // Prints the line for the interval since the previous call, then folds lat.interval into
   // lat.total.
@@ -63,6 +74,7 @@ class Reporter {
  private:
   bool verify_;
   std::FILE* out_;
+  std::FILE* csv_;
   Counters last_;
   double last_elapsed_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace imhash::sim {
 
@@ -49,8 +50,10 @@ struct SimConfig {
   bool observed = false;       // send no ENDPOINT: the server stores the datagram's source
   bool verify = false;
   bool json = false;
-  // Authentication (DESIGN §6) is not supported yet. When it is, a --token-file option adds a
-  // TokenSource here, and LoadDriver::encode() puts its TOKEN into LOGIN, HEARTBEAT and LOGOUT.
+  std::string csv;  // --csv FILE: one row per progress line (per second); empty: none
+  // Authentication (DESIGN §6): with --auth-key-file, the key (read at start-up); LoadDriver
+  // then puts a TOKEN (TokenSource) into every LOGIN, HEARTBEAT and LOGOUT. Empty: no tokens.
+  std::vector<uint8_t> auth_key;
 
   bool open_loop() const { return rate > 0; }
   // Slots the in-flight table needs: the window, or for open loop what the rate can put in flight

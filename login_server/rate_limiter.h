@@ -1,0 +1,71 @@
+// RateLimiter: a token bucket per source IP address (DESIGN §6), for one login server worker.
+// Buckets are keyed by address only, not port: many users share a carrier-grade NAT address,
+// hence the generous default rate (login_server --rate-limit). Each worker thread has its own
+// limiter and nothing is shared, so the effective limit for a source is per thread: a source whose
+// datagrams the kernel spreads over T workers (SO_REUSEPORT hashes the 4-tuple, so several source
+// ports of one address may land on different threads) gets up to T times the configured rate.
+//
+// Memory is bounded and allocated once: a set-associative table of `capacity` buckets (kWays per
+// set; 48 bytes a bucket, so about 3 MB per worker at the default 65536). A new source takes a free
+// way of its set, or evicts the way seen (and so refilled) least recently; an evicted source starts
+// again with a full bucket. No allocation per datagram.
+//
+// Not thread-safe: all methods run on the owning worker's thread. Pure: time comes in as `now_ns`
+// (any monotonic clock).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/endpoint.h"
+
+namespace imhash {
+
+struct RateLimit {
+  uint32_t rate = 20000;   // requests per second per source address; 0: no limit
+  uint32_t burst = 40000;  // bucket size: requests a quiet source may send at once
+};
+
+class RateLimiter {
+ public:
+  static constexpr uint32_t kWays = 8;
+  static constexpr uint32_t kDefaultCapacity = 65536;
+
+  // `capacity` is rounded up to a power of two, at least kWays.
+  explicit RateLimiter(RateLimit limit, uint32_t capacity = kDefaultCapacity);
+
+  // Takes one token from `source`'s bucket (the port is ignored). False: over the limit.
+  bool allow(const Endpoint& source, int64_t now_ns);
+
+  bool enabled() const { return limit_.rate != 0; }
+  uint32_t capacity() const { return sets_ * kWays; }
+  // Sources currently tracked (at most capacity()).
+  uint32_t tracked() const { return tracked_; }
+  uint64_t evictions() const { return evictions_; }
+  // Bytes held by the table: fixed at construction.
+  size_t memory_bytes() const;
+
+ private:
+  struct Bucket {
+    std::array<uint8_t, 16> addr{};
+    uint8_t family = 0;
+    bool used = false;
+    int64_t refilled_ns = 0;  // the time the tokens were last brought up to date
+    int64_t seen_ns = 0;      // last request: eviction takes the least recently seen
+    uint64_t micro_tokens = 0;  // tokens * 1e6
+  };
+
+  uint64_t refill(const Bucket& b, int64_t now_ns) const;
+
+  const RateLimit limit_;
+  const uint64_t burst_micro_;
+  const int64_t fill_ns_;  // time to fill an empty bucket
+  uint32_t sets_ = 0;
+  std::unique_ptr<Bucket[]> buckets_;
+  uint32_t tracked_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace imhash

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Several hosts (issue 5): every program in its own network namespace, joined by veth pairs to a
+# bridge in a hub namespace, on 10.77.N.0/24 addresses that exist only inside these namespaces (the
+# root namespace gets no interface, route or address: no packet can leave the test's hosts).
+#
+#   cfg 10.77.N.1   hash1 .11   hash2 .12   login .20   client .30 (tc netem loss + delay)
+#
+# 1. udp_sim in the client namespace, with loss and delay on the client's link, passes --verify.
+# 2. hash2's link is cut: the ids it owns get UNAVAILABLE, hash1's keep working.
+# 3. The link comes back: hash2's ids are served again (polled, bounded).
+#
+# usage: netns_test.sh CONFIG_SERVER HASH_SERVER LOGIN_SERVER UDP_SIM IMCTL
+# Exit: 0 pass, 1 fail, 77 skipped (not root, no network namespaces, no netem). A trap deletes
+# every namespace and process the test made. IMHASH_NETNS_WITHOUT_NETEM=1 runs the test without
+# loss and delay where netem is missing (steps 2 and 3 still run), instead of skipping.
+set -u
+
+if [[ $# -ne 5 ]]; then
+  echo "usage: $0 CONFIG_SERVER HASH_SERVER LOGIN_SERVER UDP_SIM IMCTL" >&2
+  exit 64
+fi
+CONFIG_SERVER=$1 HASH_SERVER=$2 LOGIN_SERVER=$3 UDP_SIM=$4 IMCTL=$5
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+log() { echo "[netns_test $(date +%T)] $*"; }
+
+[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces (running as uid $(id -u))"
+command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+command -v tc >/dev/null || skip "iproute2 (tc) is not installed"
+command -v jq >/dev/null || skip "jq is not installed (used to read udp_sim --json)"
+
+TAG="imh$$"
+SUBNET_BYTE=$((($$ % 200) + 20))  # 10.77.X.0/24; only inside our namespaces, but vary it anyway
+NET="10.77.${SUBNET_BYTE}"
+NS_HUB="${TAG}-hub" NS_CFG="${TAG}-cfg" NS_H1="${TAG}-h1" NS_H2="${TAG}-h2" NS_LOGIN="${TAG}-login"
+NS_CLIENT="${TAG}-client"
+ALL_NS=("$NS_HUB" "$NS_CFG" "$NS_H1" "$NS_H2" "$NS_LOGIN" "$NS_CLIENT")
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/imhash_netns.XXXXXX")
+PIDS=()
+
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for _ in $(seq 1 20); do
+    local alive=0
+    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive -eq 0 ]] && break
+    sleep 0.1
+  done
+  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for ns in "${ALL_NS[@]}"; do
+    # Anything still inside one of our own namespaces was started by this test.
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    for f in "$WORK"/*.log; do
+      [[ -f $f ]] || continue
+      echo "---- last lines of $(basename "$f")"
+      tail -n 15 "$f"
+    done
+  fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# --- can this machine do it? -----------------------------------------------------------------
+ip netns add "$NS_HUB" 2>"$WORK/err" || skip "ip netns add failed: $(cat "$WORK/err")"
+ip -n "$NS_HUB" link add name br0 type bridge 2>"$WORK/err" ||
+  skip "no bridge device in network namespaces: $(cat "$WORK/err")"
+NETEM=1
+if ! ip -n "$NS_HUB" link add name probe0 type veth peer name probe1 2>"$WORK/err"; then
+  skip "no veth pairs: $(cat "$WORK/err")"
+fi
+if ! ip netns exec "$NS_HUB" tc qdisc add dev probe0 root netem delay 1ms 2>"$WORK/err"; then
+  if [[ ${IMHASH_NETNS_WITHOUT_NETEM:-0} == 1 ]]; then
+    log "netem unavailable ($(cat "$WORK/err")): running WITHOUT loss and delay"
+    NETEM=0
+  else
+    skip "tc netem is not available (kernel module sch_netem missing?): $(tr -d '\n' <"$WORK/err")"
+  fi
+fi
+ip -n "$NS_HUB" link del probe0 2>/dev/null
+
+# --- the hosts -----------------------------------------------------------------------------
+ip -n "$NS_HUB" link set br0 up
+ip -n "$NS_HUB" link set lo up
+host() {  # host NS HOSTBYTE: a namespace with eth0 = $NET.HOSTBYTE/24, bridged in the hub
+  local ns=$1 byte=$2 port="p${2}"
+  ip netns add "$ns" || fail "ip netns add $ns"
+  ip -n "$NS_HUB" link add name "$port" type veth peer name eth0 netns "$ns" || fail "veth $ns"
+  ip -n "$NS_HUB" link set "$port" master br0 up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "$NET.$byte/24" dev eth0
+  ip -n "$ns" link set eth0 up
+}
+host "$NS_CFG" 1
+host "$NS_H1" 11
+host "$NS_H2" 12
+host "$NS_LOGIN" 20
+host "$NS_CLIENT" 30
+
+# Every host reaches every other (bounded: the bridge may take a moment to forward).
+for target in 1 11 12 20; do
+  ok=0
+  for _ in $(seq 1 30); do
+    if ip netns exec "$NS_CLIENT" ping -c1 -W1 "$NET.$target" >/dev/null 2>&1 ||
+      ip netns exec "$NS_LOGIN" bash -c "exec 3<>/dev/tcp/$NET.$target/9" 2>&1 | grep -q refused; then
+      ok=1
+      break
+    fi
+    sleep 0.2
+  done
+  [[ $ok -eq 1 ]] || log "warning: could not confirm $NET.$target is reachable (no ping?)"
+done
+
+if [[ $NETEM -eq 1 ]]; then
+  # Loss and delay on the client's link, both directions: its eth0 (requests) and the hub's port
+  # facing it (replies).
+  ip netns exec "$NS_CLIENT" tc qdisc add dev eth0 root netem loss 5% delay 20ms 5ms ||
+    fail "netem on the client"
+  ip netns exec "$NS_HUB" tc qdisc add dev p30 root netem loss 5% delay 20ms 5ms ||
+    fail "netem on the hub port of the client"
+fi
+
+# --- the programs --------------------------------------------------------------------------
+start() {  # start NAME NS PROGRAM ARGS...: runs in the namespace, output in $WORK/NAME.log
+  local name=$1 ns=$2
+  shift 2
+  ip netns exec "$ns" "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+wait_listening() {  # wait_listening NAME COUNT
+  for _ in $(seq 1 200); do
+    [[ $(grep -c "listening on" "$WORK/$1.log" 2>/dev/null) -ge $2 ]] && return 0
+    sleep 0.05
+  done
+  fail "$1 did not print 'listening on' $2 time(s)"
+}
+imctl() { ip netns exec "$NS_CFG" "$IMCTL" --admin "$NET.1:7100" "$@"; }
+
+start config "$NS_CFG" "$CONFIG_SERVER" --listen "$NET.1:7000" --admin "$NET.1:7100" \
+  --state-dir "$WORK/state" --heartbeat-ms 200 --grace-ms 1000 --initial-mode range
+wait_listening config 2
+start hash1 "$NS_H1" "$HASH_SERVER" --listen "$NET.11:7001" --name hash1 --shards 2 \
+  --config "$NET.1:7000"
+start hash2 "$NS_H2" "$HASH_SERVER" --listen "$NET.12:7001" --name hash2 --shards 2 \
+  --config "$NET.1:7000"
+wait_listening hash1 1
+wait_listening hash2 1
+
+nodes_up() {  # nodes_up COUNT [VERSION]: COUNT nodes up (and at VERSION or later)
+  imctl --json status 2>/dev/null |
+    jq -e --argjson n "$1" --argjson v "${2:-0}" \
+      '[.nodes[] | select(.state == "up" and .version >= $v)] | length >= $n' >/dev/null
+}
+poll() {  # poll TRIES SLEEP COMMAND...
+  local tries=$1 pause=$2
+  shift 2
+  for _ in $(seq 1 "$tries"); do
+    "$@" && return 0
+    sleep "$pause"
+  done
+  return 1
+}
+poll 100 0.1 nodes_up 2 || fail "the hash servers did not register with the config server"
+imctl server add hash1 hash2 >/dev/null || fail "imctl server add"
+# Users 1..5000 on hash1, 5001..10000 on hash2.
+imctl assign 1-5000 hash1 >/dev/null || fail "imctl assign 1-5000 hash1"
+imctl assign 5001-10000 hash2 >/dev/null || fail "imctl assign 5001-10000 hash2"
+VERSION=$(imctl --json status | jq -r .version)
+imctl where 3 | grep -q hash1 || fail "id 3 is not on hash1: $(imctl where 3)"
+imctl where 7000 | grep -q hash2 || fail "id 7000 is not on hash2: $(imctl where 7000)"
+
+start login "$NS_LOGIN" "$LOGIN_SERVER" --udp "$NET.20:7200" --config "$NET.1:7000" \
+  --name login1 --threads 2 --timeout-ms 100
+wait_listening login 1
+poll 100 0.1 nodes_up 3 "$VERSION" || fail "the nodes did not converge on version $VERSION"
+log "hosts up: config $NET.1, hash1 $NET.11, hash2 $NET.12, login $NET.20, client $NET.30" \
+  "(netem: $([[ $NETEM -eq 1 ]] && echo 'loss 5% delay 20ms±5ms both ways' || echo off))"
+
+SIM_RUN=0
+sim() {  # sim FIRST USERS DURATION: udp_sim --json from the client namespace; prints the summary
+  SIM_RUN=$((SIM_RUN + 1))
+  timeout 60 ip netns exec "$NS_CLIENT" "$UDP_SIM" --target "$NET.20:7200" --first-user "$1" \
+    --users "$2" --duration "$3" --window 32 --timeout-ms 250 --retries 6 --verify --json \
+    --log-level warn 2>"$WORK/udp_sim.$SIM_RUN.log"
+}
+field() { jq -r "$1 // 0"; }
+
+# --- 1. loss and delay: --verify still passes --------------------------------------------------
+out=$(sim 1 10000 5)
+rc=$?
+echo "$out" | jq -c '{requests, replies, retries_sent, no_reply, abandoned, status,
+  verify: .verify.result, latency_us: {p50: .latency_us.p50, p99: .latency_us.p99}}' 2>/dev/null
+[[ $rc -eq 0 ]] || fail "udp_sim under loss and delay exited $rc"
+[[ $(echo "$out" | field .verify.result) == pass ]] || fail "--verify did not pass"
+[[ $(echo "$out" | field .status.UNAVAILABLE) -eq 0 ]] || fail "UNAVAILABLE replies with all up"
+if [[ $NETEM -eq 1 ]]; then
+  [[ $(echo "$out" | field .retries_sent) -gt 0 ]] || fail "no retries under 5% loss?"
+fi
+log "step 1 passed: udp_sim --verify under loss and delay"
+
+# --- 2. cut hash2's link -----------------------------------------------------------------------
+ip -n "$NS_H2" link set eth0 down || fail "could not cut hash2's link"
+log "hash2's link is down"
+cut_seen() {  # hash2's ids answered UNAVAILABLE (after the timeouts that mark the link down)
+  local o
+  o=$(sim 5001 500 2)
+  CUT_OUT=$o
+  [[ $(echo "$o" | field .status.UNAVAILABLE) -gt 0 && $(echo "$o" | field .status.OK) -eq 0 ]]
+}
+poll 5 0.5 cut_seen || fail "hash2's ids did not get UNAVAILABLE: $(echo "$CUT_OUT" | jq -c .status)"
+echo "$CUT_OUT" | jq -c '{ids: "5001-5500 (hash2)", requests, status}'
+out=$(sim 1 2000 2)
+rc=$?
+echo "$out" | jq -c '{ids: "1-2000 (hash1)", requests, status, verify: .verify.result}'
+[[ $rc -eq 0 ]] || fail "hash1's ids failed while hash2 was cut (udp_sim exit $rc)"
+[[ $(echo "$out" | field .status.UNAVAILABLE) -eq 0 ]] || fail "hash1's ids got UNAVAILABLE"
+[[ $(echo "$out" | field .status.TIMEOUT) -eq 0 ]] || fail "hash1's ids got TIMEOUT"
+log "step 2 passed: hash2's ids UNAVAILABLE, hash1's served"
+
+# --- 3. restore the link: service comes back -----------------------------------------------------
+ip -n "$NS_H2" link set eth0 up || fail "could not restore hash2's link"
+log "hash2's link is up again"
+back() {
+  local o
+  o=$(sim 5001 500 2)
+  local rc=$?
+  BACK_OUT=$o
+  [[ $rc -eq 0 && $(echo "$o" | field .status.UNAVAILABLE) -eq 0 &&
+    $(echo "$o" | field .status.TIMEOUT) -eq 0 && $(echo "$o" | field .verify.result) == pass ]]
+}
+poll 15 0.5 back || fail "hash2's ids were not served again: $(echo "$BACK_OUT" | jq -c .status)"
+echo "$BACK_OUT" | jq -c '{ids: "5001-5500 (hash2)", requests, status, verify: .verify.result}'
+for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || fail "a server died (pid $p)"; done
+log "step 3 passed: service is back after the link returned"
+echo "PASSED"
+exit 0

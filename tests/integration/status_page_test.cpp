@@ -1,0 +1,61 @@
+// The config server's status page, loaded in headless Chromium (Debian's chromium, installed by
+// scripts/setup.sh): after its scripts ran, the page shows the table version, every node and the
+// id ranges of each hash server.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/integration/config_cluster.h"
+
+using namespace imhash::test;
+
+namespace {
+
+std::string chromium_dom(const std::string& url) {
+  const std::string profile = "chromium_profile." + std::to_string(getpid());
+  // The flags keep Chromium off the network (this machine has none) and away from the GPU.
+  ChildProcess chrome("/usr/bin/chromium",
+                      {"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                       "--no-first-run", "--disable-background-networking",
+                       "--disable-component-update", "--disable-sync",
+                       "--user-data-dir=" + profile, "--virtual-time-budget=4000", "--dump-dom",
+                       url});
+  std::string dom = chrome.read_all(std::chrono::seconds(60));
+  chrome.stop(0, std::chrono::seconds(20));
+  std::error_code ec;
+  std::filesystem::remove_all(profile, ec);
+  return dom;
+}
+
+}  // namespace
+
+TEST_CASE("status_page: Chromium shows the version, the nodes and each server's ranges") {
+  REQUIRE_MESSAGE(std::filesystem::exists("/usr/bin/chromium"),
+                  "Debian's chromium is missing: scripts/setup.sh installs it");
+  ConfigCluster c;
+  c.start_config();
+  for (int i = 1; i <= 3; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);
+  REQUIRE(c.imctl({"assign", "1-1000", "hash3"}).exit_code == 0);
+  c.start_login(1);
+  REQUIRE(c.wait_converged(2, 4));
+
+  const std::string dom = chromium_dom("http://" + c.admin_address() + "/");
+  CHECK(dom.find("<b id=\"version\">2</b>") != std::string::npos);
+  CHECK(dom.find("<b id=\"mode\">range</b>") != std::string::npos);
+  CHECK(dom.find("<b id=\"converged\">yes</b>") != std::string::npos);
+  for (const char* node : {"hash1", "hash2", "hash3", "login1"}) {
+    CHECK_MESSAGE(dom.find(std::string("<td class=\"node-name\">") + node + "</td>") !=
+                      std::string::npos,
+                  node);
+  }
+  // Range mode draws one segment per range: hash3 owns two (1-1000 and its third).
+  size_t hash3_segments = 0;
+  for (size_t at = dom.find("data-server=\"hash3\""); at != std::string::npos;
+       at = dom.find("data-server=\"hash3\"", at + 1)) {
+    ++hash3_segments;
+  }
+  CHECK(hash3_segments == 2);
+  if (hash3_segments != 2) MESSAGE(dom);
+}
