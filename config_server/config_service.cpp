@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/metrics.h"
+
 namespace asio = boost::asio;
 namespace json = boost::json;
 
@@ -238,6 +240,40 @@ json::object ConfigService::change_result(const std::string& change) {
   return json::object{{"version", store_.version()},
                       {"change", change},
                       {"table", table_value(*store_.current())}};
+}
+
+std::string ConfigService::metrics_text() const {
+  MetricsText m;
+  m.gauge("imhash_config_table_version", "current routing table version",
+          static_cast<double>(store_.version()));
+  int up[2] = {0, 0}, down[2] = {0, 0};
+  for (const auto& [key, n] : nodes_) {
+    const int role = n.role == "hash" ? 0 : 1;
+    (n.up ? up : down)[role] += 1;
+    const MetricsText::Labels who{{"role", n.role}, {"name", n.name}};
+    m.gauge("imhash_config_node_version", "table version each node acknowledged",
+            static_cast<double>(n.version), who);
+    m.gauge("imhash_config_node_up", "1 while the node heartbeats", n.up ? 1 : 0, who);
+    if (const auto* r = n.stats.if_contains("records"); r && r->is_number()) {
+      m.gauge("imhash_config_node_records", "records a hash server holds (from its heartbeat)",
+              r->to_number<double>(), who);
+    }
+  }
+  for (int role = 0; role < 2; ++role) {
+    const char* name = role == 0 ? "hash" : "login";
+    m.gauge("imhash_config_nodes", "nodes by role and state", up[role],
+            {{"role", name}, {"state", "up"}});
+    m.gauge("imhash_config_nodes", "nodes by role and state", down[role],
+            {{"role", name}, {"state", "down"}});
+  }
+  if (convergence_.reached_ms) {
+    m.gauge("imhash_config_convergence_ms",
+            "time the last table version took to reach every node that is up",
+            *convergence_.reached_ms);
+  }
+  m.gauge("imhash_config_pending_purge", "1 while an automatic purge waits for its grace period",
+          pending_purge_ ? 1 : 0);
+  return m.str();
 }
 
 // ---------------------------------------------------------------------------------------------

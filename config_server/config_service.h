@@ -40,6 +40,9 @@ class ConfigService final : public AdminBackend {
   void start();  // the watchdog timer
   void stop();   // closes every node link
 
+  // Prometheus text for GET /metrics.
+  std::string metrics_text() const;
+
   // From node sessions.
   void on_message(NodeSession& session, const control::Message& m);
   void on_disconnect(NodeSession& session);

@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 
+#include "common/metrics.h"
 #include "common/options.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
@@ -54,6 +55,9 @@ int config_server_main(int argc, char** argv) {
       "auto-purge", po::value<std::string>()->default_value("on"),
       "on: purge ids old owners no longer own once every node runs the new version and the grace "
       "period passed; off: only on demand (imctl purge)")(
+      "metrics", po::value<std::string>(),
+      "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a third "
+      "'listening on' line")(
       "initial-mode", po::value<std::string>()->default_value("ring"),
       "routing mode of the first table (modulo, range or ring)");
   if (auto code = opts.parse(argc, argv)) return *code;
@@ -87,6 +91,7 @@ int config_server_main(int argc, char** argv) {
   acceptor.listen();
   AdminHttpServer admin_server(ctx, service, admin.host, admin.port);
 
+  std::unique_ptr<MetricsServer> metrics;
   asio::signal_set signals(ctx, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
@@ -95,6 +100,7 @@ int config_server_main(int argc, char** argv) {
     acceptor.close(ignored);
     admin_server.stop();
     service.stop();
+    if (metrics) metrics->stop();
   });
   service.start();
   admin_server.start();
@@ -105,6 +111,13 @@ int config_server_main(int argc, char** argv) {
                failover);
   announce_listening(address_of(acceptor.local_endpoint()));
   announce_listening(admin_server.local_address());
+  if (opts.has("metrics")) {
+    const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
+    metrics = std::make_unique<MetricsServer>(ctx, m.host, m.port,
+                                              [&service] { return service.metrics_text(); });
+    metrics->start();
+    announce_listening(metrics->local_address());
+  }
   ctx.run();
   spdlog::info("stopped");
   return kExitOk;

@@ -93,6 +93,44 @@ control::PurgeReport HashServer::purge_report() const {
   return r;
 }
 
+std::string HashServer::render_metrics() const {
+  MetricsText m;
+  m.gauge("imhash_table_version", "routing table version this server runs",
+          static_cast<double>(table_version_));
+  for (const auto& s : snapshots_) {
+    const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
+    m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records), shard);
+    m.gauge("imhash_hash_memory_bytes", "bytes of the shard's table and address pool",
+            static_cast<double>(s.memory_bytes), shard);
+    m.gauge("imhash_hash_connections", "login server links bound to the shard",
+            static_cast<double>(s.connections), shard);
+    auto op = [&](const char* name, uint64_t v) {
+      m.counter("imhash_hash_requests_total", "requests answered, by operation",
+                static_cast<double>(v), {{"shard", std::to_string(s.shard)}, {"op", name}});
+    };
+    op("upsert", s.counters.upserts);
+    op("get", s.counters.gets);
+    op("delete", s.counters.deletes);
+    m.counter("imhash_hash_moved_total", "requests answered MOVED (sender's table was older)",
+              static_cast<double>(s.counters.moved), shard);
+    m.counter("imhash_hash_bad_frames_total", "connections closed for malformed frames",
+              static_cast<double>(s.counters.bad_frames), shard);
+    m.counter("imhash_hash_purged_total", "records deleted by purges",
+              static_cast<double>(s.counters.purged), shard);
+    m.gauge("imhash_purge_running", "1 while a purge runs on the shard",
+            s.purge.state == PurgeState::kRunning ? 1 : 0, shard);
+    m.gauge("imhash_purge_scanned_slots", "slots the current or last purge examined",
+            static_cast<double>(s.purge.scanned), shard);
+    m.gauge("imhash_purge_total_slots", "slots the current or last purge has to examine",
+            static_cast<double>(s.purge.total), shard);
+    m.gauge("imhash_purge_deleted", "records the current or last purge deleted",
+            static_cast<double>(s.purge.deleted), shard);
+  }
+  m.gauge("imhash_config_link_up", "1 while registered with the config server",
+          config_link_ && config_link_->connected() ? 1 : 0);
+  return m.str();
+}
+
 void HashServer::start_config_link(const std::string& listen_address) {
   control::Register self;
   self.role = control::Role::kHash;
@@ -154,6 +192,12 @@ void HashServer::run() {
   sample_shards();
   if (!config_.config_address.empty()) start_config_link(listen_address);
   announce_listening(listen_address);
+  if (!config_.metrics_host.empty()) {
+    metrics_ = std::make_unique<MetricsServer>(ctx_, config_.metrics_host, config_.metrics_port,
+                                               [this] { return render_metrics(); });
+    metrics_->start();
+    announce_listening(metrics_->local_address());
+  }
   ctx_.run();
   for (auto& s : shards_) s->join();
   spdlog::info("stopped");
@@ -166,6 +210,7 @@ void HashServer::stop() {
   signals_.cancel(ec);
   sample_timer_.cancel();
   if (config_link_) config_link_->stop();
+  if (metrics_) metrics_->stop();
   for (auto& s : shards_) s->stop();
 }
 

@@ -21,6 +21,9 @@ int hash_server_main(int argc, char** argv) {
       "shard threads (default: the number of cores)")(
       "table", boost::program_options::value<std::string>(),
       "routing table file (JSON), to know which ids this server owns; without one it owns all")(
+      "metrics", boost::program_options::value<std::string>(),
+      "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
+      "'listening on' line")(
       "config", boost::program_options::value<std::string>(),
       "config server HOST:PORT: register there, receive tables and purge commands; with --table "
       "too, the file is the starting table until the config server pushes one");
@@ -38,6 +41,11 @@ int hash_server_main(int argc, char** argv) {
   if (!is_valid_server_name(config.name)) {
     throw UsageError("--name '" + config.name +
                      "': a server name is 1 to 64 characters of A-Z a-z 0-9 . _ -");
+  }
+  if (opts.has("metrics")) {
+    const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
+    config.metrics_host = m.host;
+    config.metrics_port = m.port;
   }
   if (opts.has("config")) {
     config.config_address = opts.get<std::string>("config");

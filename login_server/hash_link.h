@@ -42,6 +42,7 @@ struct InFlight {
   uint8_t earlier = 0;      // kFallback/kOldDelete: the next earlier table to consult
   uint32_t age_seconds = 0;  // kRepair: the age of the record copied
   int64_t parked_until_ns = 0;  // waiting for a newer table after MOVED
+  int64_t received_ns = 0;      // when the client's datagram was read (for the latency histogram)
 };
 
 struct LinkSettings {

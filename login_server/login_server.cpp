@@ -100,6 +100,72 @@ boost::json::object LoginServer::stats() const {
   return o;
 }
 
+std::string LoginServer::render_metrics() const {
+  MetricsText m;
+  const auto routing = tables_.latest();
+  m.gauge("imhash_table_version", "routing table version this server runs",
+          routing ? static_cast<double>(routing->version()) : 0);
+  WorkerCounters sum;
+  std::vector<uint64_t> cumulative(WorkerCounters::kLatencyBuckets);
+  for (const auto& c : counters_) {
+    sum.received += c.received;
+    sum.forwarded += c.forwarded;
+    sum.moved_retries += c.moved_retries;
+    sum.fallback_reads += c.fallback_reads;
+    sum.fallback_hits += c.fallback_hits;
+    sum.read_repairs += c.read_repairs;
+    sum.send_failures += c.send_failures;
+    sum.links_up += c.links_up;
+    sum.links_down += c.links_down;
+    sum.latency_sum_s += c.latency_sum_s;
+    for (size_t i = 0; i < 8; ++i) sum.replies_by_status[i] += c.replies_by_status[i];
+    for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
+      sum.dropped[i] += c.dropped[i];
+    }
+    for (size_t i = 0; i < WorkerCounters::kLatencyBuckets; ++i) sum.latency[i] += c.latency[i];
+  }
+  m.counter("imhash_login_datagrams_total", "datagrams received from clients",
+            static_cast<double>(sum.received));
+  for (uint8_t i = 0; i < 8; ++i) {
+    m.counter("imhash_login_replies_total", "replies sent to clients, by status",
+              static_cast<double>(sum.replies_by_status[i]),
+              {{"status", client::to_string(static_cast<client::Status>(i))}});
+  }
+  for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
+    m.counter("imhash_login_dropped_total", "datagrams dropped without a reply, by reason",
+              static_cast<double>(sum.dropped[i]), {{"reason", to_string(static_cast<DropReason>(i))}});
+  }
+  m.counter("imhash_login_forwarded_total", "requests sent to hash servers",
+            static_cast<double>(sum.forwarded));
+  m.counter("imhash_login_moved_retries_total", "requests retried after MOVED",
+            static_cast<double>(sum.moved_retries));
+  m.counter("imhash_login_fallback_reads_total", "lookups retried at an earlier owner",
+            static_cast<double>(sum.fallback_reads));
+  m.counter("imhash_login_fallback_hits_total", "fallback reads that found the user",
+            static_cast<double>(sum.fallback_hits));
+  m.counter("imhash_login_read_repairs_total", "records copied to their new owner",
+            static_cast<double>(sum.read_repairs));
+  m.counter("imhash_login_send_failures_total", "replies the kernel refused to send",
+            static_cast<double>(sum.send_failures));
+  m.gauge("imhash_login_links", "links to hash server shards, by state", sum.links_up,
+          {{"state", "up"}});
+  m.gauge("imhash_login_links", "links to hash server shards, by state", sum.links_down,
+          {{"state", "down"}});
+  uint64_t running = 0;
+  for (size_t i = 0; i < WorkerCounters::kLatencyBuckets; ++i) {
+    running += sum.latency[i];
+    cumulative[i] = running;
+  }
+  m.histogram("imhash_login_request_seconds",
+              "time from a client's datagram to its reply, for requests sent to hash servers",
+              std::vector<double>(std::begin(WorkerCounters::kLatencyBounds),
+                                  std::end(WorkerCounters::kLatencyBounds)),
+              cumulative, sum.latency_sum_s);
+  m.gauge("imhash_config_link_up", "1 while registered with the config server",
+          config_link_ && config_link_->connected() ? 1 : 0);
+  return m.str();
+}
+
 void LoginServer::start_config_link(const std::string& udp_address) {
   control::Register self;
   self.role = control::Role::kLogin;
@@ -197,6 +263,7 @@ void LoginServer::run() {
     reload_signal.cancel();
     sample_timer_.cancel();
     if (config_link_) config_link_->stop();
+    if (metrics_) metrics_->stop();
     for (auto& w : workers_) w->stop();
   });
   std::function<void()> wait_reload = [&] {
@@ -218,6 +285,12 @@ void LoginServer::run() {
                routing ? routing->version() : 0,
                config_.config_address.empty() ? "" : ", config server " + config_.config_address);
   announce_listening(address);
+  if (!config_.metrics_host.empty()) {
+    metrics_ = std::make_unique<MetricsServer>(ctx_, config_.metrics_host, config_.metrics_port,
+                                               [this] { return render_metrics(); });
+    metrics_->start();
+    announce_listening(metrics_->local_address());
+  }
   ctx_.run();
   for (auto& w : workers_) w->join();
   spdlog::info("stopped");

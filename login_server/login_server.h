@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/config_link.h"
+#include "common/metrics.h"
 #include "login_server/table_source.h"
 #include "login_server/worker.h"
 
@@ -22,6 +23,8 @@ struct LoginServerConfig {
   std::string name = "login";
   std::string table_file;      // may be empty with a config server
   std::string config_address;  // config server HOST:PORT; empty: the table file only
+  std::string metrics_host;    // --metrics: Prometheus endpoint; empty: none
+  uint16_t metrics_port = 0;
   std::chrono::milliseconds grace{60000};  // file mode: fallback reads after a table change
   WorkerSettings worker;
 };
@@ -38,12 +41,14 @@ class LoginServer {
   void committed(uint32_t worker, uint64_t version);
   void sample_workers();
   boost::json::object stats() const;
+  std::string render_metrics() const;
 
   LoginServerConfig config_;
   TableSource tables_;
   boost::asio::io_context ctx_{1};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ConfigLink> config_link_;
+  std::unique_ptr<MetricsServer> metrics_;
   std::vector<uint64_t> committed_;         // per worker
   std::vector<WorkerCounters> counters_;    // per worker, sampled
   boost::asio::steady_timer sample_timer_{ctx_};

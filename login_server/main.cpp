@@ -20,6 +20,9 @@ int login_server_main(int argc, char** argv) {
       "config", po::value<std::string>(),
       "config server HOST:PORT: register there and take every table it pushes")(
       "threads", po::value<uint32_t>()->default_value(cores), "worker threads (default: cores)")(
+      "metrics", po::value<std::string>(),
+      "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
+      "'listening on' line")(
       "timeout-ms", po::value<uint32_t>()->default_value(100),
       "deadline of a request at a hash server; the client then gets TIMEOUT")(
       "max-in-flight", po::value<uint32_t>()->default_value(4096),
@@ -67,6 +70,11 @@ int login_server_main(int argc, char** argv) {
     parse_host_port(config.config_address, "--config");
   }
   if (opts.has("table")) config.table_file = opts.get<std::string>("table");
+  if (opts.has("metrics")) {
+    const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
+    config.metrics_host = m.host;
+    config.metrics_port = m.port;
+  }
   config.name = opts.get<std::string>("name");
   config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
   if (opts.has("auth-key-file")) {

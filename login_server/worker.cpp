@@ -76,7 +76,24 @@ void Worker::check_links_tried() {
 }
 
 void Worker::snapshot(std::function<void(WorkerCounters)> done) {
-  asio::post(ctx_, [this, done = std::move(done)] { done(counters_); });
+  asio::post(ctx_, [this, done = std::move(done)] {
+    WorkerCounters c = counters_;
+    for (const auto& g : groups_) {
+      for (const auto& l : g.shards) (l->up() ? c.links_up : c.links_down) += 1;
+    }
+    done(c);
+  });
+}
+
+void Worker::record_latency(const InFlight& request) {
+  if (request.received_ns == 0) return;
+  const double s = static_cast<double>(now_ns() - request.received_ns) / 1e9;
+  size_t i = 0;
+  while (i < std::size(WorkerCounters::kLatencyBounds) && s > WorkerCounters::kLatencyBounds[i]) {
+    ++i;
+  }
+  ++counters_.latency[i];
+  counters_.latency_sum_s += s;
 }
 
 void Worker::stop() {
@@ -271,13 +288,15 @@ void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr&
       reply(from, reply_buf, plan.reply_size, plan.status);
       return;
     case Plan::kForward:
-      forward(InFlight{.ask = plan.ask, .client = from, .type = plan.frame_type}, now);
+      forward(InFlight{.ask = plan.ask, .client = from, .type = plan.frame_type, .received_ns = now},
+              now);
       return;
   }
 }
 
 void Worker::fail(InFlight& request, Status status) {
   if (request.stage == InFlight::Stage::kRepair) return;  // nobody waits for a repair
+  record_latency(request);
   uint8_t buf[client::kHeaderSize];
   reply(request.client, buf, reply_with_status(request.ask, status, buf), status);
 }
@@ -414,6 +433,7 @@ void Worker::on_answer(InFlight& request, const Response& response) {
     ++counters_.fallback_hits;
     read_repair(request, response, now);
   }
+  record_latency(request);
   uint8_t buf[client::kMinDatagram];
   Status status;
   const size_t n = reply_from_response(request.ask, response, buf, status);

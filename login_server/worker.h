@@ -9,6 +9,7 @@
 
 #include <boost/asio.hpp>
 #include <array>
+#include <iterator>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -31,6 +32,16 @@ struct WorkerCounters {
   uint64_t fallback_hits = 0;
   uint64_t read_repairs = 0;
   uint64_t send_failures = 0;
+  // Time from receiving a forwarded request to queueing its reply (not for PING and errors
+  // answered at once). Bucket i counts latencies up to kLatencyBounds[i]; the last is above all.
+  static constexpr double kLatencyBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                              0.01,   0.025,   0.05,   0.1,   0.25};
+  static constexpr size_t kLatencyBuckets = std::size(kLatencyBounds) + 1;
+  uint64_t latency[kLatencyBuckets] = {};
+  double latency_sum_s = 0;
+  // Filled by snapshot(): links by state.
+  uint32_t links_up = 0;
+  uint32_t links_down = 0;
 };
 
 struct WorkerSettings {
@@ -78,6 +89,7 @@ class Worker final : public LinkListener {
   bool delete_old_copy(InFlight& request, int64_t now);
   void read_repair(const InFlight& request, const frame::Response& found, int64_t now);
   void fail(InFlight& request, client::Status status);
+  void record_latency(const InFlight& request);
   void on_answer(InFlight& request, const frame::Response& response) override;
   void on_failure(InFlight& request, client::Status status) override;
   void after_link_io() override;

@@ -125,7 +125,7 @@ bench_purge() {
   for _ in $(seq 1 100); do $imctl --json status | grep -q '"name":"hash2"' && break; sleep 0.05; done
   $imctl server add hash1 hash2 >/dev/null
   start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
-    --config "$config" --threads 1 --log-level warn
+    --config "$config" --threads 1 --rate-limit 0 --log-level warn
   local target=$LISTEN_ADDR
   echo "== purge under load: one hash server (1 shard) serves 100k users at an offered 50000/s"
   echo "   and holds $n more records, which it purges in the second run"

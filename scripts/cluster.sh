@@ -84,7 +84,9 @@ cmd_start() {
       --shards "$shards" --log-level warn
   done
   write_table "$mode" "$shards" "$hash"
+  # --rate-limit 0: load tests send every simulated user from 127.0.0.1.
   spawn login "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 --table "$run/table.json" \
+    --rate-limit 0 \
     --threads "$threads" --log-level warn
   cmd_status
 }

@@ -34,7 +34,8 @@ start_hash() {
 }
 for i in 1 2 3; do start_hash "$i"; done
 imctl server add hash1 hash2 hash3
-start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
+# --rate-limit 0: the simulator sends all 50,000 users from one address, 127.0.0.1.
+start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 --rate-limit 0 \
   --config "$CONFIG" --threads 1 --name login1
 LOGIN=$LISTEN_ADDR
 echo "login server: clients send UDP to $LOGIN"

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 namespace imhash::test {
@@ -44,6 +45,10 @@ void Cluster::start_login(std::vector<std::string> extra_args) {
                                    "--table",   options_.table_file,
                                    "--threads", std::to_string(options_.login_threads),
                                    "--timeout-ms", std::to_string(options_.timeout_ms)};
+  // Every simulated user shares 127.0.0.1: no per-source limit unless the test sets one.
+  if (std::find(extra_args.begin(), extra_args.end(), "--rate-limit") == extra_args.end()) {
+    args.insert(args.end(), {"--rate-limit", "0"});
+  }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   login_ = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
   udp_port_ = port_of(login_->wait_listening()[0]);

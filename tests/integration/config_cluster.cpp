@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -71,6 +72,10 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
                                    "--config",  config_addr_,
                                    "--name",    "login" + std::to_string(i),
                                    "--threads", std::to_string(options_.login_threads)};
+  // Every simulated user shares 127.0.0.1: no per-source limit unless the test sets one.
+  if (std::find(extra.begin(), extra.end(), "--rate-limit") == extra.end()) {
+    args.insert(args.end(), {"--rate-limit", "0"});
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   login_[i] = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
   return port_of(login_[i]->wait_listening()[0]);

@@ -166,7 +166,7 @@ TEST_CASE("config_server: a login server that missed a push gets MOVED and catch
   ChildProcess login(IMHASH_LOGIN_SERVER,
                      {"--udp", "127.0.0.1:0", "--config",
                       "127.0.0.1:" + std::to_string(proxy.port()), "--name", "login1",
-                      "--threads", "1"});
+                      "--threads", "1", "--rate-limit", "0"});
   UdpClient client(port_of(login.wait_listening()[0]));
   REQUIRE(c.wait_converged(1, 3));
   proxy.pause();

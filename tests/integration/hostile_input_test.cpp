@@ -448,7 +448,7 @@ TEST_CASE("hostile: malformed frames and silent connections at a hash server") {
   FrameClient good(port, 0);
   const frame::Request upsert{.type = frame::FrameType::kUpsert,
                               .correlation = 1,
-                              .id = 2,  // shard 0 of 2? checked below by the answer
+                              .id = 2,  // OK or WRONG_SHARD: either way it is served
                               .endpoint = Endpoint::v4(0x0a000002, 2)};
   std::vector<uint8_t> get_frame;
   frame::append_request(frame::Request{.type = frame::FrameType::kGet, .correlation = 7, .id = 1},

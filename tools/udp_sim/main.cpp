@@ -114,6 +114,7 @@ SimConfig read_config(const Options& opts) {
     c.csv = opts.get<std::string>("csv");
     if (c.csv.empty()) throw UsageError("--csv needs a file name");
   }
+  if (opts.has("auth-key-file")) c.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));
   return c;
 }
 
@@ -147,7 +148,10 @@ int sim_main(int argc, char** argv) {
       "csv", po::value<std::string>(),
       "write a time series to FILE: a header, then one row per second (elapsed_s, sent_per_s, "
       "done_per_s, p50_us, p99_us, p999_us, in_flight, requests ended by each error status, "
-      "no_reply, verify_failed); scripts/plot.sh draws it");
+      "no_reply, verify_failed); scripts/plot.sh draws it")(
+      "auth-key-file", po::value<std::string>(),
+      "the login servers' key file (hex): every LOGIN, HEARTBEAT and LOGOUT carries a valid "
+      "token for its user (expiry an hour ahead)");
   if (auto code = opts.parse(argc, argv)) return *code;
   const SimConfig config = read_config(opts);
 

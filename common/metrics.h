@@ -1,0 +1,54 @@
+// Prometheus metrics: a text-format writer (exposition format 0.0.4) and a small HTTP server that
+// answers GET /metrics with what a render callback returns (`--metrics HOST:PORT` on every daemon).
+//
+// MetricsText: a plain value; any thread. MetricsServer: construct, start() and stop() on the
+// thread that runs `ctx` (the daemon's control thread); `render` runs there too, so it must only
+// read state that thread owns (the daemons keep sampled copies of their data-path counters).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace imhash {
+
+class MetricsText {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+  // Writes "# HELP" and "# TYPE" once per metric name, then the sample.
+  void gauge(std::string_view name, std::string_view help, double value, const Labels& labels = {});
+  void counter(std::string_view name, std::string_view help, double value,
+               const Labels& labels = {});
+  // A histogram from cumulative bucket counts (upper bounds in seconds, +Inf implied last).
+  void histogram(std::string_view name, std::string_view help, const std::vector<double>& bounds,
+                 const std::vector<uint64_t>& counts, double sum, const Labels& labels = {});
+  const std::string& str() const { return out_; }
+
+ private:
+  void header(std::string_view name, std::string_view help, std::string_view type);
+  void sample(std::string_view name, double value, const Labels& labels);
+  std::string out_;
+  std::vector<std::string> declared_;
+};
+
+class MetricsServer {
+ public:
+  // Binds now (throws boost::system::system_error when it cannot).
+  MetricsServer(boost::asio::io_context& ctx, const std::string& host, uint16_t port,
+                std::function<std::string()> render);
+  ~MetricsServer();
+  std::string local_address() const;
+  void start();
+  void stop();
+
+  struct State;  // shared with the connections, which may outlive a stop()
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace imhash
