@@ -30,17 +30,21 @@ int hex_value(char c) {
 
 const char* to_string(TokenCheck c) {
   switch (c) {
-    case TokenCheck::kOk: return "ok";
-    case TokenCheck::kMissing: return "missing";
-    case TokenCheck::kWrongUser: return "wrong_user";
-    case TokenCheck::kExpired: return "expired";
-    case TokenCheck::kBadMac: return "bad_mac";
+    case TokenCheck::kOk:
+      return "ok";
+    case TokenCheck::kMissing:
+      return "missing";
+    case TokenCheck::kWrongUser:
+      return "wrong_user";
+    case TokenCheck::kExpired:
+      return "expired";
+    case TokenCheck::kBadMac:
+      return "bad_mac";
   }
   return "unknown";
 }
 
-std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id,
-                                  uint32_t expiry) {
+std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry) {
   const auto msg = token_message(user_id, expiry);
   uint8_t full[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

@@ -275,8 +275,8 @@ SpecParse parse_server_spec(std::string_view text) {
 std::string format_token(const client::Token& token, bool json) {
   const std::string hex = to_hex(token_bytes(token));
   if (!json) return hex + "\n";
-  return json_text(json::object{
-             {"user_id", token.user_id}, {"expiry", token.expiry}, {"token", hex}}) +
+  return json_text(
+             json::object{{"user_id", token.user_id}, {"expiry", token.expiry}, {"token", hex}}) +
          "\n";
 }
 

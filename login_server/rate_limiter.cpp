@@ -26,10 +26,9 @@ uint64_t hash_address(const Endpoint& e) {
 RateLimiter::RateLimiter(RateLimit limit, uint32_t capacity)
     : limit_(limit),
       burst_micro_(uint64_t{std::max(limit.burst, 1u)} * kMicro),
-      fill_ns_(limit.rate == 0
-                   ? 0
-                   : static_cast<int64_t>(uint64_t{std::max(limit.burst, 1u)} * 1'000'000'000ull /
-                                          limit.rate)) {
+      fill_ns_(limit.rate == 0 ? 0
+                               : static_cast<int64_t>(uint64_t{std::max(limit.burst, 1u)} *
+                                                      1'000'000'000ull / limit.rate)) {
   const uint32_t n = std::bit_ceil(std::max(capacity, kWays));
   sets_ = n / kWays;
   if (enabled()) buckets_ = std::make_unique<Bucket[]>(n);

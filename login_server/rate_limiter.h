@@ -52,8 +52,8 @@ class RateLimiter {
     std::array<uint8_t, 16> addr{};
     uint8_t family = 0;
     bool used = false;
-    int64_t refilled_ns = 0;  // the time the tokens were last brought up to date
-    int64_t seen_ns = 0;      // last request: eviction takes the least recently seen
+    int64_t refilled_ns = 0;    // the time the tokens were last brought up to date
+    int64_t seen_ns = 0;        // last request: eviction takes the least recently seen
     uint64_t micro_tokens = 0;  // tokens * 1e6
   };
 

@@ -107,6 +107,7 @@ bench_e2e() {
 bench_purge() {
   build_release --bench
   local n="${BENCH_PURGE_RECORDS:-5000000}" first=1000000000
+  touch "$work/config.out"
   "$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
     --state-dir "$work/state" --heartbeat-ms 250 --grace-ms 1000 --auto-purge off \
     --initial-mode range >"$work/config.out" 2>"$work/config.log" &

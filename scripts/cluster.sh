@@ -19,6 +19,7 @@ alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 spawn() {
   local name="$1"
   shift
+  : >"$run/$name.out"
   setsid "$@" >"$run/$name.out" 2>"$run/$name.log" </dev/null &
   echo $! >"$run/$name.pid"
   for _ in $(seq 1 200); do

@@ -17,6 +17,7 @@ say "Building (first run: installs packages and compiles, a few minutes)"
 build_release
 
 say "Starting a config server, three hash servers and a login server on 127.0.0.1"
+touch "$work/config.out"
 "$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
   --state-dir "$work/state" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range \
   >"$work/config.out" 2>"$work/config.log" &

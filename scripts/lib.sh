@@ -26,6 +26,9 @@ build_release() {
 start_daemon() {
   local name="$1" logdir="$2"
   shift 2
+  # Created before the child starts, so the first read below never races its redirection.
+  : >"$logdir/$name.out"
+  : >"$logdir/$name.log"
   "$@" >"$logdir/$name.out" 2>"$logdir/$name.log" &
   DAEMON_PID=$!
   STARTED_PIDS+=("$DAEMON_PID")

@@ -47,8 +47,8 @@ Endpoint endpoint_of(uint64_t user) {
 }
 
 client::Message with_token(Op op, uint64_t user, std::optional<client::Token> token) {
-  client::Message m = UdpClient::make(op, user, op == Op::kLogout ? std::nullopt
-                                                                  : std::optional(endpoint_of(user)));
+  client::Message m = UdpClient::make(
+      op, user, op == Op::kLogout ? std::nullopt : std::optional(endpoint_of(user)));
   m.token = token;
   return m;
 }
@@ -112,7 +112,8 @@ TEST_CASE("auth: with --auth-key-file only a valid token for the user logs in") 
 
 TEST_CASE("auth: a token from imctl token logs in, and a bad key file stops the login server") {
   const std::string key_file = write_key_file();
-  ChildProcess imctl(IMHASH_IMCTL, {"token", "777", "--ttl", "1h", "--key-file", key_file, "--json"});
+  ChildProcess imctl(IMHASH_IMCTL,
+                     {"token", "777", "--ttl", "1h", "--key-file", key_file, "--json"});
   const std::string out = imctl.read_all();
   CHECK(imctl.stop(0) == 0);
   CAPTURE(out);
@@ -132,12 +133,13 @@ TEST_CASE("auth: a token from imctl token logs in, and a bad key file stops the 
         Status::kOk);
 
   std::ofstream("short_key.hex") << "00112233\n";
-  ChildProcess bad(IMHASH_LOGIN_SERVER, {"--udp", "127.0.0.1:0", "--table", cluster.options().table_file,
-                                         "--auth-key-file", "short_key.hex"});
+  ChildProcess bad(IMHASH_LOGIN_SERVER,
+                   {"--udp", "127.0.0.1:0", "--table", cluster.options().table_file,
+                    "--auth-key-file", "short_key.hex"});
   CHECK(bad.stop(0) == 78);  // EX_CONFIG
-  ChildProcess missing(IMHASH_LOGIN_SERVER, {"--udp", "127.0.0.1:0", "--table",
-                                             cluster.options().table_file, "--auth-key-file",
-                                             "no_such_key_file.hex"});
+  ChildProcess missing(IMHASH_LOGIN_SERVER,
+                       {"--udp", "127.0.0.1:0", "--table", cluster.options().table_file,
+                        "--auth-key-file", "no_such_key_file.hex"});
   CHECK(missing.stop(0) == 78);
 }
 
@@ -217,7 +219,8 @@ TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never 
   // Service is normal again once the bucket has refilled.
   std::this_thread::sleep_for(1500ms);
   UdpClient c(cluster.udp_port());
-  for (int i = 0; i < 50; ++i) CHECK(status_of(c.call(UdpClient::make(Op::kPing, 0))) == Status::kOk);
+  for (int i = 0; i < 50; ++i)
+    CHECK(status_of(c.call(UdpClient::make(Op::kPing, 0))) == Status::kOk);
   CHECK(status_of(c.call(UdpClient::make(Op::kLogin, 42, endpoint_of(42)))) == Status::kOk);
   CHECK(cluster.login().stop(SIGTERM) == 0);
 }

@@ -6,21 +6,26 @@
 #
 #   cfg 10.77.N.1   hash1 .11   hash2 .12   login .20   client .30 (tc netem loss + delay)
 #
+# Loss and delay (5%, 20ms±5ms, each direction) come from tc netem on the client's link; where the
+# kernel has no sch_netem, from tools/lossy_relay run in the client namespace (udp_sim sends to it
+# on 127.0.0.1 there, it relays to the login server), so every step still runs under loss and delay.
+#
 # 1. udp_sim in the client namespace, with loss and delay on the client's link, passes --verify.
 # 2. hash2's link is cut: the ids it owns get UNAVAILABLE, hash1's keep working.
 # 3. The link comes back: hash2's ids are served again (polled, bounded).
 #
-# usage: netns_test.sh CONFIG_SERVER HASH_SERVER LOGIN_SERVER UDP_SIM IMCTL
-# Exit: 0 pass, 1 fail, 77 skipped (not root, no network namespaces, no netem). A trap deletes
-# every namespace and process the test made. Where netem is missing (no sch_netem module) the test
-# runs without loss and delay and says so; IMHASH_NETNS_REQUIRE_NETEM=1 makes that a skip.
+# usage: netns_test.sh CONFIG_SERVER HASH_SERVER LOGIN_SERVER UDP_SIM IMCTL LOSSY_RELAY
+# Exit: 0 pass, 1 fail, 77 skipped (not root, no network namespaces). A trap deletes every
+# namespace and process the test made. Where netem is missing (no sch_netem module) lossy_relay
+# makes the loss and delay instead, and the test says so; IMHASH_NETNS_REQUIRE_NETEM=1 makes that a
+# skip.
 set -u
 
-if [[ $# -ne 5 ]]; then
-  echo "usage: $0 CONFIG_SERVER HASH_SERVER LOGIN_SERVER UDP_SIM IMCTL" >&2
+if [[ $# -ne 6 ]]; then
+  echo "usage: $0 CONFIG_SERVER HASH_SERVER LOGIN_SERVER UDP_SIM IMCTL LOSSY_RELAY" >&2
   exit 64
 fi
-CONFIG_SERVER=$1 HASH_SERVER=$2 LOGIN_SERVER=$3 UDP_SIM=$4 IMCTL=$5
+CONFIG_SERVER=$1 HASH_SERVER=$2 LOGIN_SERVER=$3 UDP_SIM=$4 IMCTL=$5 LOSSY_RELAY=$6
 
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -87,12 +92,13 @@ if ! ip -n "$NS_HUB" link add name probe0 type veth peer name probe1 2>"$WORK/er
   skip "no veth pairs: $(cat "$WORK/err")"
 fi
 if ! ip netns exec "$NS_HUB" tc qdisc add dev probe0 root netem delay 1ms 2>"$WORK/err"; then
-  # Namespaces work but this kernel has no sch_netem: run every step but the loss and delay, and
-  # say so (IMHASH_NETNS_REQUIRE_NETEM=1 makes that a skip instead).
+  # Namespaces work but this kernel has no sch_netem: lossy_relay makes the same loss and delay in
+  # userspace (IMHASH_NETNS_REQUIRE_NETEM=1 makes that a skip instead).
   if [[ ${IMHASH_NETNS_REQUIRE_NETEM:-0} == 1 ]]; then
     skip "tc netem is not available (kernel module sch_netem missing?): $(tr -d '\n' <"$WORK/err")"
   fi
-  log "NOTE: tc netem is not available here ($(tr -d '\n' <"$WORK/err")): the loss and delay step is SKIPPED; the rest runs"
+  [[ -x $LOSSY_RELAY ]] || fail "no tc netem here and lossy_relay is not executable: $LOSSY_RELAY"
+  log "NOTE: tc netem is not available here ($(tr -d '\n' <"$WORK/err")): lossy_relay in the client namespace makes the loss and delay instead"
   NETEM=0
 fi
 ip -n "$NS_HUB" link del probe0 2>/dev/null
@@ -190,18 +196,33 @@ imctl where 7000 | grep -q hash2 || fail "id 7000 is not on hash2: $(imctl where
 start login "$NS_LOGIN" "$LOGIN_SERVER" --udp "$NET.20:7200" --config "$NET.1:7000" \
   --name login1 --threads 2 --timeout-ms 100
 wait_listening login 1
+SIM_TARGET="$NET.20:7200"
+if [[ $NETEM -eq 1 ]]; then
+  EMULATION="loss and delay by tc netem"
+else
+  # The same loss and delay as netem's, both ways, for every udp_sim run: udp_sim sends to the relay
+  # on the client's own loopback, the relay sends on from the client's eth0 (so the login server
+  # sees $NET.30 as with netem) and relays the replies back.
+  EMULATION="loss and delay by lossy_relay (no sch_netem in this kernel)"
+  start relay "$NS_CLIENT" "$LOSSY_RELAY" --listen 127.0.0.1:7300 --target "$NET.20:7200" \
+    --loss 5 --delay-ms 20 --jitter-ms 5
+  RELAY_PID=${PIDS[-1]}
+  wait_listening relay 1
+  SIM_TARGET="127.0.0.1:7300"
+fi
 poll 100 0.1 nodes_up 3 "$VERSION" || fail "the nodes did not converge on version $VERSION"
 log "hosts up: config $NET.1, hash1 $NET.11, hash2 $NET.12, login $NET.20, client $NET.30" \
-  "(netem: $([[ $NETEM -eq 1 ]] && echo 'loss 5% delay 20ms±5ms both ways' || echo off))"
+  "(loss 5% delay 20ms±5ms both ways on the client's traffic: $EMULATION)"
 
 sim() {  # sim FIRST USERS DURATION: udp_sim --json from the client namespace; prints the summary
-  timeout 30 ip netns exec "$NS_CLIENT" "$UDP_SIM" --target "$NET.20:7200" --first-user "$1" \
+  timeout 30 ip netns exec "$NS_CLIENT" "$UDP_SIM" --target "$SIM_TARGET" --first-user "$1" \
     --users "$2" --duration "$3" --window 64 --timeout-ms 250 --retries 6 --verify --json \
     --log-level warn 2>"$WORK/udp_sim.$1.$BASHPID.log"
 }
 field() { jq -r "$1 // 0"; }
 
 # --- 1. loss and delay: --verify still passes --------------------------------------------------
+log "step 1: $EMULATION"
 # Users 4001..6000: half on each hash server, few enough to all log in at a 40 ms round trip.
 out=$(sim 4001 2000 5)
 rc=$?
@@ -210,10 +231,8 @@ echo "$out" | jq -c '{requests, replies, retries_sent, no_reply, abandoned, stat
 [[ $rc -eq 0 ]] || fail "udp_sim under loss and delay exited $rc"
 [[ $(echo "$out" | field .verify.result) == pass ]] || fail "--verify did not pass"
 [[ $(echo "$out" | field .status.UNAVAILABLE) -eq 0 ]] || fail "UNAVAILABLE replies with all up"
-if [[ $NETEM -eq 1 ]]; then
-  [[ $(echo "$out" | field .retries_sent) -gt 0 ]] || fail "no retries under 5% loss?"
-fi
-log "step 1 passed: udp_sim --verify under loss and delay"
+[[ $(echo "$out" | field .retries_sent) -gt 0 ]] || fail "no retries under 5% loss ($EMULATION)?"
+log "step 1 passed: udp_sim --verify under $EMULATION"
 
 # --- 2. cut hash2's link -----------------------------------------------------------------------
 ip -n "$NS_H2" link set eth0 down || fail "could not cut hash2's link"
@@ -249,5 +268,22 @@ poll 15 0.5 back || fail "hash2's ids were not served again: $(echo "$BACK_OUT" 
 echo "$BACK_OUT" | jq -c '{ids: "5001-5500 (hash2)", requests, status, verify: .verify.result}'
 for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || fail "a server died (pid $p)"; done
 log "step 3 passed: service is back after the link returned"
+if [[ -n ${RELAY_PID:-} ]]; then
+  # SIGTERM: the relay exits 0 with one summary line (forwarded / lost / overflow, each way).
+  kill -TERM "$RELAY_PID"
+  wait "$RELAY_PID"
+  relay_rc=$?
+  kept=()  # reaped: the cleanup must not signal the pid again (it may be reused)
+  for p in "${PIDS[@]}"; do [[ $p == "$RELAY_PID" ]] || kept+=("$p"); done
+  PIDS=("${kept[@]}")
+  summary=$(grep "lossy_relay summary" "$WORK/relay.log")
+  log "${summary:-lossy_relay printed no summary}"
+  [[ $relay_rc -eq 0 && -n $summary ]] || fail "lossy_relay exited $relay_rc on SIGTERM"
+  lost=0
+  if [[ $summary =~ "to target: received "[0-9]+" forwarded "[0-9]+" lost "([0-9]+) ]]; then
+    lost=${BASH_REMATCH[1]}
+  fi
+  [[ $lost -gt 0 ]] || fail "lossy_relay lost nothing toward the login server at 5%?"
+fi
 echo "PASSED"
 exit 0

@@ -200,7 +200,8 @@ TEST_CASE("rate_limited plan: header only, never larger than the request") {
 }
 
 TEST_CASE("imctl token: arguments and output") {
-  auto p = parse_imctl_args({"token", "42", "--ttl", "1h", "--key-file", "k.hex", "--json"}, nullptr);
+  auto p =
+      parse_imctl_args({"token", "42", "--ttl", "1h", "--key-file", "k.hex", "--json"}, nullptr);
   INFO(p.error);
   REQUIRE(p.invocation);
   CHECK(p.invocation->command == ImctlCommand::kToken);

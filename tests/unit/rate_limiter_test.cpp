@@ -71,7 +71,8 @@ TEST_CASE("rate_limiter: bounded table evicts the least recently refilled source
   CHECK(bytes > 0u);
   // A million distinct sources: the table never grows, evictions keep it full.
   uint32_t refused = 0;
-  for (uint32_t i = 0; i < 1'000'000; ++i) refused += l.allow(v4(0x0b000000 + i), int64_t{i}) ? 0 : 1;
+  for (uint32_t i = 0; i < 1'000'000; ++i)
+    refused += l.allow(v4(0x0b000000 + i), int64_t{i}) ? 0 : 1;
   CHECK(refused == 0u);
   CHECK(l.tracked() == 64u);
   CHECK(l.evictions() == 1'000'000u - 64u);

@@ -17,7 +17,7 @@ namespace imhash::sim {
 
 class TokenSource {
  public:
-  static constexpr uint32_t kValidity = 3600;   // seconds
+  static constexpr uint32_t kValidity = 3600;    // seconds
   static constexpr uint32_t kRenewBefore = 600;  // seconds
 
   TokenSource(std::vector<uint8_t> key, uint64_t first_user, uint32_t users);
