@@ -7,8 +7,8 @@
 #   cfg 10.77.N.1   hash1 .11   hash2 .12   login .20   client .30 (tc netem loss + delay)
 #
 # Loss and delay (5%, 20ms±5ms, each direction) come from tc netem on the client's link; where the
-# kernel has no sch_netem, from tools/lossy_relay run in the client namespace (udp_sim sends to it
-# on 127.0.0.1 there, it relays to the login server), so every step still runs under loss and delay.
+# kernel has no sch_netem, from tools/lossy_relay run in the client namespace for step 1 (udp_sim
+# sends to it on 127.0.0.1 there, it relays to the login server); steps 2 and 3 then go direct.
 #
 # 1. udp_sim in the client namespace, with loss and delay on the client's link, passes --verify.
 # 2. hash2's link is cut: the ids it owns get UNAVAILABLE, hash1's keep working.
@@ -193,16 +193,17 @@ VERSION=$(imctl --json status | jq -r .version)
 imctl where 3 | grep -q hash1 || fail "id 3 is not on hash1: $(imctl where 3)"
 imctl where 7000 | grep -q hash2 || fail "id 7000 is not on hash2: $(imctl where 7000)"
 
+# The whole load comes from one client address: no per-source rate limit (docs/security.md).
 start login "$NS_LOGIN" "$LOGIN_SERVER" --udp "$NET.20:7200" --config "$NET.1:7000" \
-  --name login1 --threads 2 --timeout-ms 100
+  --name login1 --threads 2 --timeout-ms 100 --rate-limit 0
 wait_listening login 1
 SIM_TARGET="$NET.20:7200"
 if [[ $NETEM -eq 1 ]]; then
   EMULATION="loss and delay by tc netem"
 else
-  # The same loss and delay as netem's, both ways, for every udp_sim run: udp_sim sends to the relay
-  # on the client's own loopback, the relay sends on from the client's eth0 (so the login server
-  # sees $NET.30 as with netem) and relays the replies back.
+  # The same loss and delay as netem's, both ways, for step 1: udp_sim sends to the relay on the
+  # client's own loopback, the relay sends on from the client's eth0 (so the login server sees
+  # $NET.30 as with netem) and relays the replies back. Stopped after step 1.
   EMULATION="loss and delay by lossy_relay (no sch_netem in this kernel)"
   start relay "$NS_CLIENT" "$LOSSY_RELAY" --listen 127.0.0.1:7300 --target "$NET.20:7200" \
     --loss 5 --delay-ms 20 --jitter-ms 5
@@ -233,6 +234,25 @@ echo "$out" | jq -c '{requests, replies, retries_sent, no_reply, abandoned, stat
 [[ $(echo "$out" | field .status.UNAVAILABLE) -eq 0 ]] || fail "UNAVAILABLE replies with all up"
 [[ $(echo "$out" | field .retries_sent) -gt 0 ]] || fail "no retries under 5% loss ($EMULATION)?"
 log "step 1 passed: udp_sim --verify under $EMULATION"
+if [[ -n ${RELAY_PID:-} ]]; then
+  # Step 1 is over: on SIGTERM the relay exits 0 with one summary line (forwarded, lost, overflow
+  # ... each way).
+  kill -TERM "$RELAY_PID"
+  wait "$RELAY_PID"
+  relay_rc=$?
+  kept=()  # reaped: the cleanup must not signal the pid again (it may be reused)
+  for p in "${PIDS[@]}"; do [[ $p == "$RELAY_PID" ]] || kept+=("$p"); done
+  PIDS=("${kept[@]}")
+  summary=$(grep "lossy_relay summary" "$WORK/relay.log")
+  log "${summary:-lossy_relay printed no summary}"
+  [[ $relay_rc -eq 0 && -n $summary ]] || fail "lossy_relay exited $relay_rc on SIGTERM"
+  lost=0
+  if [[ $summary =~ "to target: received "[0-9]+" forwarded "[0-9]+" lost "([0-9]+) ]]; then
+    lost=${BASH_REMATCH[1]}
+  fi
+  [[ $lost -gt 0 ]] || fail "lossy_relay lost nothing toward the login server at 5%?"
+  RELAY_PID="" SIM_TARGET="$NET.20:7200"  # steps 2 and 3 go direct, as before
+fi
 
 # --- 2. cut hash2's link -----------------------------------------------------------------------
 ip -n "$NS_H2" link set eth0 down || fail "could not cut hash2's link"
@@ -268,22 +288,5 @@ poll 15 0.5 back || fail "hash2's ids were not served again: $(echo "$BACK_OUT" 
 echo "$BACK_OUT" | jq -c '{ids: "5001-5500 (hash2)", requests, status, verify: .verify.result}'
 for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || fail "a server died (pid $p)"; done
 log "step 3 passed: service is back after the link returned"
-if [[ -n ${RELAY_PID:-} ]]; then
-  # SIGTERM: the relay exits 0 with one summary line (forwarded / lost / overflow, each way).
-  kill -TERM "$RELAY_PID"
-  wait "$RELAY_PID"
-  relay_rc=$?
-  kept=()  # reaped: the cleanup must not signal the pid again (it may be reused)
-  for p in "${PIDS[@]}"; do [[ $p == "$RELAY_PID" ]] || kept+=("$p"); done
-  PIDS=("${kept[@]}")
-  summary=$(grep "lossy_relay summary" "$WORK/relay.log")
-  log "${summary:-lossy_relay printed no summary}"
-  [[ $relay_rc -eq 0 && -n $summary ]] || fail "lossy_relay exited $relay_rc on SIGTERM"
-  lost=0
-  if [[ $summary =~ "to target: received "[0-9]+" forwarded "[0-9]+" lost "([0-9]+) ]]; then
-    lost=${BASH_REMATCH[1]}
-  fi
-  [[ $lost -gt 0 ]] || fail "lossy_relay lost nothing toward the login server at 5%?"
-fi
 echo "PASSED"
 exit 0

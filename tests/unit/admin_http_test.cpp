@@ -452,7 +452,7 @@ TEST_CASE("admin_http: an oversized body is 413") {
   CHECK(call(b, verb::post, "/v1/split", std::string(kAdminMaxBodyBytes, ' ')).status == 400);
 }
 
-TEST_CASE("admin_http: the backend's answers pass through; a throwing backend is a 500") {
+TEST_CASE("admin_http: the backend's answers pass through, a throwing backend is a 500") {
   FakeBackend b;
   b.reply = AdminResult::error(409, "the range 1-5 is not on one server");
   AdminResult r = call(b, verb::post, "/v1/merge", R"({"lo": 1, "hi": 5})");

@@ -151,9 +151,11 @@ class Relay {
       auto wake = next_sweep;
       if (!queue_.empty()) wake = std::min(wake, queue_.front().due);
       // Round up so we never wake before the due time and spin.
-      const auto wait_us = std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
+      const auto wait_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
       const int timeout_ms = wait_us <= 0 ? 0 : static_cast<int>((wait_us + 999) / 1000);
-      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+      const int n =
+          epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
       if (n < 0 && errno != EINTR) throw_errno("epoll_wait");
       now = Clock::now();
       for (int i = 0; i < n; ++i) {
@@ -176,12 +178,13 @@ class Relay {
 
   void print_summary() const {
     auto dir = [](const Stats& s) {
-      return "received " + std::to_string(s.received) + " forwarded " + std::to_string(s.forwarded) +
-             " lost " + std::to_string(s.lost) + " overflow " + std::to_string(s.overflow) +
-             " send_failed " + std::to_string(s.send_failed) + " expired " +
-             std::to_string(s.expired);
+      return "received " + std::to_string(s.received) + " forwarded " +
+             std::to_string(s.forwarded) + " lost " + std::to_string(s.lost) + " overflow " +
+             std::to_string(s.overflow) + " send_failed " + std::to_string(s.send_failed) +
+             " expired " + std::to_string(s.expired);
     };
-    std::fprintf(stderr, "lossy_relay summary: to target: %s; to clients: %s; clients %zu evicted %llu\n",
+    std::fprintf(stderr,
+                 "lossy_relay summary: to target: %s; to clients: %s; clients %zu evicted %llu\n",
                  dir(stats_[kToTarget]).c_str(), dir(stats_[kToClient]).c_str(), clients_.size(),
                  static_cast<unsigned long long>(evicted_));
   }
@@ -212,14 +215,15 @@ class Relay {
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
   }
 
-  // The mapping for a client address, made on its first datagram; nullptr if no socket could be made.
+  // The mapping for a client address, made on its first datagram; nullptr if no socket could be
+  // made.
   Client* client_for(const Addr& from, Clock::time_point now) {
     const std::string key = to_string(from);
     if (auto it = by_addr_.find(key); it != by_addr_.end()) return &clients_.at(it->second);
     if (clients_.size() >= p_.max_clients) {  // full: evict the least recently active mapping
-      auto lru = std::min_element(clients_.begin(), clients_.end(), [](const auto& a, const auto& b) {
-        return a.second.last < b.second.last;
-      });
+      auto lru = std::min_element(
+          clients_.begin(), clients_.end(),
+          [](const auto& a, const auto& b) { return a.second.last < b.second.last; });
       drop_client(lru->first);
     }
     const int fd = socket(p_.target.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -228,7 +232,8 @@ class Relay {
       return nullptr;
     }
     if (connect(fd, p_.target.sa(), p_.target.len) != 0) {
-      spdlog::warn("connect to {} for client {}: {}", to_string(p_.target), key, std::strerror(errno));
+      spdlog::warn("connect to {} for client {}: {}", to_string(p_.target), key,
+                   std::strerror(errno));
       close(fd);
       return nullptr;
     }
@@ -269,7 +274,8 @@ class Relay {
       const ssize_t n = recvfrom(listen_fd_, buf_.data(), buf_.size(), 0, from.sa(), &from.len);
       if (n < 0) {
         if (errno == EINTR) continue;
-        if (!transient(errno)) spdlog::warn("recvfrom on the listen socket: {}", std::strerror(errno));
+        if (!transient(errno))
+          spdlog::warn("recvfrom on the listen socket: {}", std::strerror(errno));
         return;
       }
       ++stats_[kToTarget].received;
@@ -290,7 +296,8 @@ class Relay {
       const ssize_t n = recv(it->second.fd, buf_.data(), buf_.size(), 0);
       if (n < 0) {
         if (errno == EINTR || errno == ECONNREFUSED) continue;  // ICMP from the target: no data
-        if (!transient(errno)) spdlog::warn("recv from {}: {}", to_string(p_.target), std::strerror(errno));
+        if (!transient(errno))
+          spdlog::warn("recv from {}: {}", to_string(p_.target), std::strerror(errno));
         return;
       }
       ++stats_[kToClient].received;
@@ -335,10 +342,9 @@ class Relay {
         ++s.expired;
         continue;
       }
-      const ssize_t r = d.dir == kToTarget
-                            ? send(it->second.fd, d.data.data(), d.data.size(), 0)
-                            : sendto(listen_fd_, d.data.data(), d.data.size(), 0, it->second.addr.sa(),
-                                     it->second.addr.len);
+      const ssize_t r = d.dir == kToTarget ? send(it->second.fd, d.data.data(), d.data.size(), 0)
+                                           : sendto(listen_fd_, d.data.data(), d.data.size(), 0,
+                                                    it->second.addr.sa(), it->second.addr.len);
       if (r < 0) {
         ++s.send_failed;  // a full socket buffer, or an ICMP error reported on this send
       } else {
@@ -373,17 +379,20 @@ constexpr const char* kSummary =
 
 int relay_main(int argc, char** argv) {
   Options opts("lossy_relay", kSummary);
-  opts.add()("listen", po::value<std::string>()->required(), "HOST:PORT the clients send to (port 0: any)")(
+  opts.add()("listen", po::value<std::string>()->required(),
+             "HOST:PORT the clients send to (port 0: any)")(
       "target", po::value<std::string>()->required(), "HOST:PORT the datagrams are relayed to")(
-      "loss", po::value<double>()->default_value(0), "percent of datagrams dropped, each direction")(
+      "loss", po::value<double>()->default_value(0),
+      "percent of datagrams dropped, each direction")(
       "delay-ms", po::value<double>()->default_value(0), "delay of each datagram, milliseconds")(
       "jitter-ms", po::value<double>()->default_value(0),
-      "the delay varies uniformly by +- this many milliseconds")(
-      "seed", po::value<uint64_t>(), "random seed (default: random)")(
+      "the delay varies uniformly by +- this many milliseconds")("seed", po::value<uint64_t>(),
+                                                                 "random seed (default: random)")(
       "max-clients", po::value<std::size_t>()->default_value(4096), "client mappings kept at most")(
       "max-queued", po::value<std::size_t>()->default_value(100000),
       "datagrams waiting at most (beyond: dropped, counted as overflow)")(
-      "idle-timeout-s", po::value<double>()->default_value(30), "a client mapping idle this long is evicted");
+      "idle-timeout-s", po::value<double>()->default_value(30),
+      "a client mapping idle this long is evicted");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   Params p;
@@ -391,14 +400,17 @@ int relay_main(int argc, char** argv) {
   if (!(p.loss >= 0 && p.loss <= 1)) throw UsageError("--loss must be between 0 and 100");
   const double delay = opts.get<double>("delay-ms"), jitter = opts.get<double>("jitter-ms");
   if (!(delay >= 0 && delay <= 3.6e6)) throw UsageError("--delay-ms must be between 0 and 3600000");
-  if (!(jitter >= 0 && jitter <= 3.6e6)) throw UsageError("--jitter-ms must be between 0 and 3600000");
+  if (!(jitter >= 0 && jitter <= 3.6e6))
+    throw UsageError("--jitter-ms must be between 0 and 3600000");
   p.delay_us = delay * 1000;
   p.jitter_us = jitter * 1000;
   p.max_clients = opts.get<std::size_t>("max-clients");
   p.max_queued = opts.get<std::size_t>("max-queued");
-  if (p.max_clients == 0 || p.max_queued == 0) throw UsageError("--max-clients and --max-queued must be > 0");
+  if (p.max_clients == 0 || p.max_queued == 0)
+    throw UsageError("--max-clients and --max-queued must be > 0");
   const double idle = opts.get<double>("idle-timeout-s");
-  if (!(idle > 0 && idle <= 86400)) throw UsageError("--idle-timeout-s must be between 0 and 86400");
+  if (!(idle > 0 && idle <= 86400))
+    throw UsageError("--idle-timeout-s must be between 0 and 86400");
   p.idle = std::chrono::milliseconds(static_cast<int64_t>(idle * 1000));
   p.seed = opts.has("seed") ? opts.get<uint64_t>("seed") : std::random_device{}();
   p.listen = resolve(opts.get<std::string>("listen"), "--listen");
@@ -406,8 +418,8 @@ int relay_main(int argc, char** argv) {
 
   Relay relay(p);
   const std::string where = to_string(relay.bound());
-  spdlog::info("relaying {} -> {}: loss {}%, delay {} ms +- {} ms, seed {}", where, to_string(p.target),
-               p.loss * 100, delay, jitter, p.seed);
+  spdlog::info("relaying {} -> {}: loss {}%, delay {} ms +- {} ms, seed {}", where,
+               to_string(p.target), p.loss * 100, delay, jitter, p.seed);
   announce_listening(where);
   relay.run();
   relay.print_summary();
