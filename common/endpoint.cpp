@@ -6,7 +6,8 @@ namespace imhash {
 
 Endpoint Endpoint::unmapped() const {
   if (family != 6) return *this;
-  static constexpr std::array<uint8_t, 12> kMappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static constexpr std::array<uint8_t, 12> kMappedPrefix = {0, 0, 0, 0, 0,    0,
+                                                            0, 0, 0, 0, 0xff, 0xff};
   for (size_t i = 0; i < kMappedPrefix.size(); ++i) {
     if (addr[i] != kMappedPrefix[i]) return *this;
   }

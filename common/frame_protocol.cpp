@@ -11,7 +11,8 @@ using bytes::Appender;
 using bytes::Reader;
 
 bool known_type(uint8_t t) {
-  return t >= static_cast<uint8_t>(FrameType::kHello) && t <= static_cast<uint8_t>(FrameType::kPing);
+  return t >= static_cast<uint8_t>(FrameType::kHello) &&
+         t <= static_cast<uint8_t>(FrameType::kPing);
 }
 
 void put_endpoint(Appender& a, const Endpoint& e) {
@@ -70,44 +71,64 @@ DecodeStatus finish(const Reader& r) {
 
 const char* to_string(DecodeStatus s) {
   switch (s) {
-    case DecodeStatus::kOk: return "ok";
-    case DecodeStatus::kNeedMore: return "need more bytes";
-    case DecodeStatus::kTooLarge: return "frame too large";
-    case DecodeStatus::kTooSmall: return "frame shorter than its header";
-    case DecodeStatus::kBadType: return "unknown frame type";
-    case DecodeStatus::kBadBody: return "malformed body";
-    case DecodeStatus::kBadReserved: return "reserved byte not zero";
+    case DecodeStatus::kOk:
+      return "ok";
+    case DecodeStatus::kNeedMore:
+      return "need more bytes";
+    case DecodeStatus::kTooLarge:
+      return "frame too large";
+    case DecodeStatus::kTooSmall:
+      return "frame shorter than its header";
+    case DecodeStatus::kBadType:
+      return "unknown frame type";
+    case DecodeStatus::kBadBody:
+      return "malformed body";
+    case DecodeStatus::kBadReserved:
+      return "reserved byte not zero";
   }
   return "?";
 }
 
 const char* to_string(FrameType t) {
   switch (t) {
-    case FrameType::kHello: return "HELLO";
-    case FrameType::kUpsert: return "UPSERT";
-    case FrameType::kGet: return "GET";
-    case FrameType::kDelete: return "DELETE";
-    case FrameType::kStats: return "STATS";
-    case FrameType::kPurge: return "PURGE";
-    case FrameType::kPing: return "PING";
+    case FrameType::kHello:
+      return "HELLO";
+    case FrameType::kUpsert:
+      return "UPSERT";
+    case FrameType::kGet:
+      return "GET";
+    case FrameType::kDelete:
+      return "DELETE";
+    case FrameType::kStats:
+      return "STATS";
+    case FrameType::kPurge:
+      return "PURGE";
+    case FrameType::kPing:
+      return "PING";
   }
   return "?";
 }
 
 const char* to_string(FrameStatus s) {
   switch (s) {
-    case FrameStatus::kOk: return "OK";
-    case FrameStatus::kNotFound: return "NOT_FOUND";
-    case FrameStatus::kMoved: return "MOVED";
-    case FrameStatus::kBadRequest: return "BAD_REQUEST";
-    case FrameStatus::kWrongShard: return "WRONG_SHARD";
-    case FrameStatus::kUnsupported: return "UNSUPPORTED";
+    case FrameStatus::kOk:
+      return "OK";
+    case FrameStatus::kNotFound:
+      return "NOT_FOUND";
+    case FrameStatus::kMoved:
+      return "MOVED";
+    case FrameStatus::kBadRequest:
+      return "BAD_REQUEST";
+    case FrameStatus::kWrongShard:
+      return "WRONG_SHARD";
+    case FrameStatus::kUnsupported:
+      return "UNSUPPORTED";
   }
   return "?";
 }
 
-DecodeStatus next_frame(std::span<const uint8_t> in, Header& header,
-                        std::span<const uint8_t>& body, size_t& consumed) {
+DecodeStatus next_frame(std::span<const uint8_t> in, Header& header, std::span<const uint8_t>& body,
+                        size_t& consumed) {
   consumed = 0;
   if (in.size() < 4) return DecodeStatus::kNeedMore;
   const uint32_t length = bytes::get_u32(in.data());

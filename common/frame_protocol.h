@@ -144,8 +144,9 @@ const char* to_string(DecodeStatus);
 const char* to_string(FrameType);
 const char* to_string(FrameStatus);
 
-// Splits the next frame off a byte stream. On kOk, `header` and `body` describe it and `consumed` is its
-// total size; on kNeedMore nothing is consumed. Any other result means the stream is unusable.
+// Splits the next frame off a byte stream. On kOk, `header` and `body` describe it and `consumed`
+// is its total size; on kNeedMore nothing is consumed. Any other result means the stream is
+// unusable.
 DecodeStatus next_frame(std::span<const uint8_t> in, Header& header, std::span<const uint8_t>& body,
                         size_t& consumed);
 

@@ -1,6 +1,7 @@
 // 64-bit mixing functions used by the shard map, the routing modes and the record store.
-// Pure functions; any thread. Their outputs are pinned by golden-value tests (tests/unit/shard_map_test.cpp)
-// because login and hash servers must agree on them: never change one without a protocol version bump.
+// Pure functions; any thread. Their outputs are pinned by golden-value tests
+// (tests/unit/shard_map_test.cpp) because login and hash servers must agree on them: never change
+// one without a protocol version bump.
 #pragma once
 
 #include <cstdint>

@@ -133,7 +133,8 @@ void MetricsServer::start() {
       state_->ctx,
       [st = state_]() -> asio::awaitable<void> {
         for (;;) {
-          auto [ec, socket] = co_await st->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+          auto [ec, socket] =
+              co_await st->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
           if (st->stopped) co_return;
           if (ec) continue;
           if (st->sessions >= 64) continue;  // bounded: the socket closes as it goes out of scope
@@ -163,7 +164,8 @@ asio::awaitable<void> serve(std::shared_ptr<MetricsServer::State> st, tcp::socke
   http::request_parser<http::empty_body> parser;
   parser.header_limit(8 * 1024);
   stream.expires_after(std::chrono::seconds(5));
-  auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+  auto [ec, n] =
+      co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
   if (ec || st->stopped) co_return;
   const auto& req = parser.get();
   http::response<http::string_body> res;

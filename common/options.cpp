@@ -1,10 +1,9 @@
 #include "common/options.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
-
-#include <boost/system/system_error.hpp>
 #include <spdlog/spdlog.h>
 
+#include <boost/system/system_error.hpp>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -101,7 +100,8 @@ HostPort parse_host_port(const std::string& text, const std::string& what) {
     port_text = text.substr(colon + 1);
   }
   unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || value > 65535 ||
       port_text.empty()) {
     throw UsageError(what + ": bad port '" + port_text + "' in '" + text + "'");

@@ -1,7 +1,7 @@
 // The options helper every imhash program uses (DESIGN §7): one shape for all command lines.
-// --help prints the options with their defaults; --log-level sets spdlog's level; --config-file FILE
-// reads the same keys as the flags ("key = value" lines, flags win over the file); port 0 means
-// "pick a free port". Used from main() only, before any thread starts.
+// --help prints the options with their defaults; --log-level sets spdlog's level; --config-file
+// FILE reads the same keys as the flags ("key = value" lines, flags win over the file); port 0
+// means "pick a free port". Used from main() only, before any thread starts.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -33,7 +33,8 @@ class Options {
  public:
   Options(std::string program, std::string summary);
 
-  // Program-specific options: opts.add()("listen", po::value<std::string>()->default_value(..), "...")
+  // Program-specific options: opts.add()("listen", po::value<std::string>()->default_value(..),
+  // "...")
   boost::program_options::options_description_easy_init add() { return specific_.add_options(); }
 
   // Parses argv (and --config-file). Returns an exit code when the program should stop now

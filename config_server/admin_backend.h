@@ -43,7 +43,8 @@ class AdminBackend {
   virtual AdminResult status() = 0;
   // GET /v1/table: the current table, as in a table file, plus nothing else.
   virtual AdminResult table() = 0;
-  // GET /v1/history?limit=N: {"versions": [{"version", "time", "change", "table"}...]} newest first.
+  // GET /v1/history?limit=N: {"versions": [{"version", "time", "change", "table"}...]} newest
+  // first.
   virtual AdminResult history(uint64_t limit) = 0;
   // GET /v1/servers: {"servers": [{"name","address","shards","weight","state","records"}...]}
   virtual AdminResult servers() = 0;
@@ -69,7 +70,8 @@ class AdminBackend {
   // answers {"server", "purge": {...progress...}}
   virtual AdminResult purge(const std::string& server, frame::PurgeAction kind,
                             uint32_t age_seconds) = 0;
-  // GET /v1/purge: {"purges": [{"server", "shard", "kind", "state", "scanned", "total", "deleted"}...]}
+  // GET /v1/purge: {"purges": [{"server", "shard", "kind", "state", "scanned", "total",
+  // "deleted"}...]}
   virtual AdminResult purge_status() = 0;
 };
 

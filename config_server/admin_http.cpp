@@ -1,7 +1,5 @@
 #include "config_server/admin_http.h"
 
-#include "config_server/status_page.h"
-
 #include <spdlog/spdlog.h>
 
 #include <boost/asio.hpp>
@@ -10,6 +8,8 @@
 #include <boost/json.hpp>
 #include <exception>
 #include <unordered_map>
+
+#include "config_server/status_page.h"
 
 namespace imhash {
 

@@ -82,10 +82,10 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     n.up = true;
     n.session = &session;
     session.key = key;
-    spdlog::info("{} {} at {} (pid {}, version {}){}", was_up ? "re-registered" : "registered",
-                 key, n.address, n.pid, n.version, was_up ? "" : ": up");
-    session.send(control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()),
-                                  store_.version()});
+    spdlog::info("{} {} at {} (pid {}, version {}){}", was_up ? "re-registered" : "registered", key,
+                 n.address, n.pid, n.version, was_up ? "" : ": up");
+    session.send(
+        control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()), store_.version()});
     // A hash server that was in an earlier table but is not in this one was removed: if it comes
     // back, the records it holds are stale, and it purges everything before it can get ids again.
     // (A name never seen before is a new server: nothing to purge.)
@@ -164,8 +164,8 @@ void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds
 
 void ConfigService::tick() {
   const int64_t now = now_ns();
-  const int64_t down_after = std::chrono::nanoseconds(settings_.heartbeat).count() *
-                             settings_.missed_heartbeats_down;
+  const int64_t down_after =
+      std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
   for (auto& [key, n] : nodes_) {
     if (n.up && now - n.last_heard_ns > down_after) {
       n.up = false;
@@ -183,7 +183,8 @@ void ConfigService::failover(Node& n) {
     spdlog::error("failover: {} is DOWN but it is the only hash server", n.name);
     return;
   }
-  auto r = apply(remove_server(router_->table(), n.name), "failover: removed " + n.name + " (DOWN)");
+  auto r =
+      apply(remove_server(router_->table(), n.name), "failover: removed " + n.name + " (DOWN)");
   if (r.status != 200) spdlog::error("failover of {} failed: {}", n.name, json::serialize(r.body));
 }
 
@@ -225,9 +226,7 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   spdlog::info("version {}: {}", t.version, change);
   convergence_ = Convergence{t.version, now_ns(), std::nullopt};
   if (previous && settings_.auto_purge) {
-    PendingPurge p{t.version,
-                   now_ns() + std::chrono::nanoseconds(settings_.grace).count(),
-                   {}};
+    PendingPurge p{t.version, now_ns() + std::chrono::nanoseconds(settings_.grace).count(), {}};
     for (const auto& s : previous->servers) p.servers.push_back(s.name);
     pending_purge_ = std::move(p);
   }
@@ -237,9 +236,8 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
 }
 
 json::object ConfigService::change_result(const std::string& change) {
-  return json::object{{"version", store_.version()},
-                      {"change", change},
-                      {"table", table_value(*store_.current())}};
+  return json::object{
+      {"version", store_.version()}, {"change", change}, {"table", table_value(*store_.current())}};
 }
 
 std::string ConfigService::metrics_text() const {
@@ -343,8 +341,11 @@ AdminResult ConfigService::servers() {
   json::array out;
   if (router_) {
     for (const auto& s : router_->table().servers) {
-      json::object o{{"name", s.name},      {"address", s.address}, {"shards", s.shards},
-                     {"weight", s.weight},  {"state", "unknown"}};
+      json::object o{{"name", s.name},
+                     {"address", s.address},
+                     {"shards", s.shards},
+                     {"weight", s.weight},
+                     {"state", "unknown"}};
       if (const Node* n = find("hash", s.name)) {
         o["state"] = n->up ? "up" : "down";
         if (const auto* r = n->stats.if_contains("records")) o["records"] = *r;
@@ -390,8 +391,9 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
     ServerInfo s{spec.name, spec.address.value_or(""), spec.shards.value_or(0), spec.weight};
     const Node* node = find("hash", spec.name);
     if (node && node->rejoin_purge) {
-      return AdminResult::error(409, spec.name + " is still purging the records it held before it "
-                                                 "was removed; try again when that is done");
+      return AdminResult::error(409, spec.name +
+                                         " is still purging the records it held before it "
+                                         "was removed; try again when that is done");
     }
     if (!spec.address || !spec.shards) {
       if (!node) {
@@ -467,9 +469,8 @@ AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
                                   {"total", p.total},
                                   {"deleted", p.deleted}});
   }
-  return AdminResult::ok(json::object{{"server", server},
-                                      {"requested", purge_action_name(kind)},
-                                      {"shards", std::move(shards)}});
+  return AdminResult::ok(json::object{
+      {"server", server}, {"requested", purge_action_name(kind)}, {"shards", std::move(shards)}});
 }
 
 AdminResult ConfigService::purge_status() {

@@ -57,9 +57,8 @@ int config_server_main(int argc, char** argv) {
       "period passed; off: only on demand (imctl purge)")(
       "metrics", po::value<std::string>(),
       "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a third "
-      "'listening on' line")(
-      "initial-mode", po::value<std::string>()->default_value("ring"),
-      "routing mode of the first table (modulo, range or ring)");
+      "'listening on' line")("initial-mode", po::value<std::string>()->default_value("ring"),
+                             "routing mode of the first table (modulo, range or ring)");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   ConfigServiceSettings settings;

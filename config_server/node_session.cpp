@@ -25,8 +25,9 @@ NodeSession::NodeSession(tcp::socket socket, ConfigService& service)
 }
 
 void NodeSession::start() {
-  asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->read_loop(); },
-                 asio::detached);
+  asio::co_spawn(
+      socket_.get_executor(), [self = shared_from_this()] { return self->read_loop(); },
+      asio::detached);
 }
 
 void NodeSession::close() {
@@ -69,8 +70,8 @@ asio::awaitable<void> NodeSession::read_loop() {
   size_t have = 0;
   for (;;) {
     if (have == in.size()) in.resize(in.size() * 2);
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(in.data() + have, in.size() - have),
-                                                    asio::as_tuple(asio::use_awaitable));
+    auto [ec, n] = co_await socket_.async_read_some(
+        asio::buffer(in.data() + have, in.size() - have), asio::as_tuple(asio::use_awaitable));
     if (ec) break;
     have += n;
     size_t off = 0;

@@ -1,10 +1,9 @@
 #include "hash_server/hash_server.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
-
-#include <unistd.h>
 
 #include "common/options.h"
 
@@ -77,11 +76,11 @@ boost::json::object HashServer::stats() const {
     bad_frames += s.counters.bad_frames;
     connections += s.connections;
   }
-  return boost::json::object{{"records", records},         {"memory_bytes", memory},
-                             {"upserts", upserts},         {"gets", gets},
-                             {"deletes", deletes},         {"moved", moved},
-                             {"purged", purged},           {"connections", connections},
-                             {"bad_frames", bad_frames},   {"shards", snapshots_.size()}};
+  return boost::json::object{{"records", records},       {"memory_bytes", memory},
+                             {"upserts", upserts},       {"gets", gets},
+                             {"deletes", deletes},       {"moved", moved},
+                             {"purged", purged},         {"connections", connections},
+                             {"bad_frames", bad_frames}, {"shards", snapshots_.size()}};
 }
 
 control::PurgeReport HashServer::purge_report() const {
@@ -99,7 +98,8 @@ std::string HashServer::render_metrics() const {
           static_cast<double>(table_version_));
   for (const auto& s : snapshots_) {
     const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
-    m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records), shard);
+    m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records),
+            shard);
     m.gauge("imhash_hash_memory_bytes", "bytes of the shard's table and address pool",
             static_cast<double>(s.memory_bytes), shard);
     m.gauge("imhash_hash_connections", "login server links bound to the shard",
@@ -185,9 +185,8 @@ void HashServer::run() {
 
   spdlog::info("hash server {} with {} shards on {}", config_.name, config_.shards,
                bound.address().to_string() + ":" + std::to_string(bound.port()));
-  const std::string addr = bound.address().is_v6()
-                               ? "[" + bound.address().to_string() + "]"
-                               : bound.address().to_string();
+  const std::string addr = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
+                                                   : bound.address().to_string();
   const std::string listen_address = addr + ":" + std::to_string(bound.port());
   sample_shards();
   if (!config_.config_address.empty()) start_config_link(listen_address);
@@ -240,10 +239,9 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
       spdlog::warn("handshake: {}", to_string(st));
       co_return;
     }
-    auto result = co_await (
-        socket.async_read_some(asio::buffer(in.data() + have, in.size() - have),
-                               asio::as_tuple(asio::use_awaitable)) ||
-        deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+    auto result = co_await (socket.async_read_some(asio::buffer(in.data() + have, in.size() - have),
+                                                   asio::as_tuple(asio::use_awaitable)) ||
+                            deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
     if (result.index() == 1) {
       spdlog::warn("handshake: timed out");
       co_return;
@@ -254,8 +252,8 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
   }
 
   Request q;
-  Response r{.type = FrameType::kHello, .correlation = h.correlation,
-             .table_version = table_version_};
+  Response r{
+      .type = FrameType::kHello, .correlation = h.correlation, .table_version = table_version_};
   const bool ok = h.type == FrameType::kHello && decode_request(h, body, q) == DecodeStatus::kOk;
   if (!ok) {
     r.status = FrameStatus::kBadRequest;

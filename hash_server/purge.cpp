@@ -45,10 +45,9 @@ size_t Purge::step(RecordStore& store, size_t batch_slots, const Context& ctx) {
     progress_.total = progress_.scanned + store.capacity();
   }
   const size_t before = cursor_;
-  const size_t deleted =
-      store.scan_erase(cursor_, batch_slots, [&](uint64_t id, const RecordStore::Record& r) {
-        return doomed(id, r, ctx);
-      });
+  const size_t deleted = store.scan_erase(
+      cursor_, batch_slots,
+      [&](uint64_t id, const RecordStore::Record& r) { return doomed(id, r, ctx); });
   progress_.scanned += cursor_ - before;
   progress_.deleted += deleted;
   if (cursor_ >= store.capacity()) {

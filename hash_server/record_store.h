@@ -44,9 +44,9 @@ class RecordStore {
   uint64_t generation() const { return generation_; }
 
   // Slot-level scan for incremental purges: examines up to `max_slots` slots starting at `cursor`,
-  // erases each record for which `doomed(id, record)` is true, and advances `cursor`. After an erase
-  // the same slot is examined again, since backward-shift deletion may have moved a later record
-  // into it. Returns the number of records erased. Stops at capacity().
+  // erases each record for which `doomed(id, record)` is true, and advances `cursor`. After an
+  // erase the same slot is examined again, since backward-shift deletion may have moved a later
+  // record into it. Returns the number of records erased. Stops at capacity().
   template <typename Pred>
   size_t scan_erase(size_t& cursor, size_t max_slots, Pred&& doomed);
 

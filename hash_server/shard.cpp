@@ -61,7 +61,8 @@ void Shard::stop() {
     stopping_ = true;
     purge_.cancel();
     boost::system::error_code ec;
-    // A pending read then completes with end-of-file; each connection writes what it owes and closes.
+    // A pending read then completes with end-of-file; each connection writes what it owes and
+    // closes.
     for (tcp::socket* s : connections_) s->shutdown(tcp::socket::shutdown_receive, ec);
     work_.reset();
   });
@@ -126,7 +127,8 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> in) 
 bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out) {
   Request q;
   if (decode_request(h, body, q) != DecodeStatus::kOk) return false;
-  Response r{.type = q.type, .correlation = q.correlation,
+  Response r{.type = q.type,
+             .correlation = q.correlation,
              .table_version = router_ ? router_->version() : 0};
 
   const bool keyed =
@@ -140,8 +142,7 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
     // MOVED only when our table is at least as new as the sender's: a sender with a newer table
     // knows better than we do, and kFlagAnyOwner (a fallback read, or deleting the old copy of a
     // user who logs out during a move) asks us on purpose.
-    const bool any_owner =
-        q.type != FrameType::kUpsert && (q.flags & kFlagAnyOwner) != 0;
+    const bool any_owner = q.type != FrameType::kUpsert && (q.flags & kFlagAnyOwner) != 0;
     if (router_ && !any_owner && router_->version() >= q.table_version &&
         (self_index_ < 0 || router_->owner(q.id) != static_cast<uint32_t>(self_index_))) {
       ++counters_.moved;
@@ -204,9 +205,9 @@ void Shard::start_purge(PurgeAction action, uint32_t age_seconds) {
   } else if (action != PurgeAction::kStatus) {
     purge_.start(action, age_seconds, store_);
     spdlog::info("shard {}: purge {} started ({} slots)", index_,
-                 action == PurgeAction::kAll ? "all" : action == PurgeAction::kNotOwned
-                                                            ? "not-owned"
-                                                            : "older-than",
+                 action == PurgeAction::kAll        ? "all"
+                 : action == PurgeAction::kNotOwned ? "not-owned"
+                                                    : "older-than",
                  purge_.progress().total);
     schedule_purge_step();
   }

@@ -17,10 +17,14 @@ using namespace frame;
 
 const char* to_string(HashLink::State s) {
   switch (s) {
-    case HashLink::State::kConnecting: return "connecting";
-    case HashLink::State::kUp: return "up";
-    case HashLink::State::kDown: return "down";
-    case HashLink::State::kClosed: return "closed";
+    case HashLink::State::kConnecting:
+      return "connecting";
+    case HashLink::State::kUp:
+      return "up";
+    case HashLink::State::kDown:
+      return "down";
+    case HashLink::State::kClosed:
+      return "closed";
   }
   return "?";
 }
@@ -181,8 +185,9 @@ asio::awaitable<bool> HashLink::connect_once() {
   hello.name = settings_.client_name;
   std::vector<uint8_t> out;
   append_request(hello, out);
-  auto wrote = co_await (asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable)) ||
-                         deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+  auto wrote = co_await (
+      asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable)) ||
+      deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
   if (wrote.index() != 0 || std::get<0>(std::get<0>(wrote))) co_return false;
 
   size_t have = 0;

@@ -1,9 +1,9 @@
 // HashLink: one persistent, pipelined TCP connection from a login worker to one shard of one hash
 // server (DESIGN §2). Requests are queued as frames and written with one system call per burst;
-// answers are matched by correlation id, in any order. The link reconnects with exponential back-off
-// and jitter, and a link that stops answering without closing is marked down after a few consecutive
-// timeouts, then probed (reconnect + HELLO) until it answers again. While it is down, the worker
-// answers UNAVAILABLE at once.
+// answers are matched by correlation id, in any order. The link reconnects with exponential
+// back-off and jitter, and a link that stops answering without closing is marked down after a few
+// consecutive timeouts, then probed (reconnect + HELLO) until it answers again. While it is down,
+// the worker answers UNAVAILABLE at once.
 //
 // Not thread-safe: every method runs on the owning worker's thread.
 #pragma once
@@ -26,9 +26,9 @@ namespace imhash {
 // A client request on its way through a hash server.
 struct InFlight {
   enum class Stage : uint8_t {
-    kFirst,     // sent under the worker's current table
-    kFallback,  // a LOOKUP missed at the new owner: asking the owner under the previous table
-    kRepair,    // copying a record found by a fallback read to its new owner (no client reply)
+    kFirst,      // sent under the worker's current table
+    kFallback,   // a LOOKUP missed at the new owner: asking the owner under the previous table
+    kRepair,     // copying a record found by a fallback read to its new owner (no client reply)
     kOldDelete,  // LOGOUT during the grace period: deleting the copy at the previous owner first,
                  // so no fallback read can find it once the client is told it logged out
     kNewDelete,  // ... then at the owner (as kFirst, without repeating the step above)
@@ -37,10 +37,10 @@ struct InFlight {
   ClientAddr client{};
   frame::FrameType type = frame::FrameType::kPing;
   Stage stage = Stage::kFirst;
-  bool retried = false;     // re-sent once after MOVED, under a newer table
-  uint8_t flags = 0;        // frame flags (kFlagAnyOwner, kFlagIfAbsent)
-  uint8_t earlier = 0;      // kFallback/kOldDelete: the next earlier table to consult
-  uint32_t age_seconds = 0;  // kRepair: the age of the record copied
+  bool retried = false;         // re-sent once after MOVED, under a newer table
+  uint8_t flags = 0;            // frame flags (kFlagAnyOwner, kFlagIfAbsent)
+  uint8_t earlier = 0;          // kFallback/kOldDelete: the next earlier table to consult
+  uint32_t age_seconds = 0;     // kRepair: the age of the record copied
   int64_t parked_until_ns = 0;  // waiting for a newer table after MOVED
   int64_t received_ns = 0;      // when the client's datagram was read (for the latency histogram)
 };
@@ -123,7 +123,7 @@ class HashLink {
   uint32_t consecutive_timeouts_ = 0;
   Backoff backoff_;
   PendingTable<InFlight> pending_;
-  std::vector<uint8_t> queued_;   // frames waiting for the next write
+  std::vector<uint8_t> queued_;       // frames waiting for the next write
   std::vector<uint8_t> writing_buf_;  // frames being written
   std::vector<uint8_t> in_;
   bool finished_ = false;  // run() has returned

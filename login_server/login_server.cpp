@@ -57,9 +57,8 @@ void LoginServer::committed(uint32_t worker, uint64_t version) {
 
 void LoginServer::sample_workers() {
   for (uint32_t i = 0; i < workers_.size(); ++i) {
-    workers_[i]->snapshot([this, i](WorkerCounters c) {
-      asio::post(ctx_, [this, i, c] { counters_[i] = c; });
-    });
+    workers_[i]->snapshot(
+        [this, i](WorkerCounters c) { asio::post(ctx_, [this, i, c] { counters_[i] = c; }); });
   }
   if (stopping_) return;
   sample_timer_.expires_after(std::chrono::milliseconds(500));
@@ -83,13 +82,11 @@ boost::json::object LoginServer::stats() const {
       sum.dropped[i] += c.dropped[i];
     }
   }
-  boost::json::object o{{"received", sum.received},
-                        {"forwarded", sum.forwarded},
-                        {"moved_retries", sum.moved_retries},
-                        {"fallback_reads", sum.fallback_reads},
-                        {"fallback_hits", sum.fallback_hits},
-                        {"read_repairs", sum.read_repairs},
-                        {"send_failures", sum.send_failures}};
+  boost::json::object o{
+      {"received", sum.received},           {"forwarded", sum.forwarded},
+      {"moved_retries", sum.moved_retries}, {"fallback_reads", sum.fallback_reads},
+      {"fallback_hits", sum.fallback_hits}, {"read_repairs", sum.read_repairs},
+      {"send_failures", sum.send_failures}};
   for (uint8_t i = 0; i < 8; ++i) {
     o[std::string("replies_") + client::to_string(static_cast<client::Status>(i))] =
         sum.replies_by_status[i];
@@ -133,7 +130,8 @@ std::string LoginServer::render_metrics() const {
   }
   for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
     m.counter("imhash_login_dropped_total", "datagrams dropped without a reply, by reason",
-              static_cast<double>(sum.dropped[i]), {{"reason", to_string(static_cast<DropReason>(i))}});
+              static_cast<double>(sum.dropped[i]),
+              {{"reason", to_string(static_cast<DropReason>(i))}});
   }
   m.counter("imhash_login_forwarded_total", "requests sent to hash servers",
             static_cast<double>(sum.forwarded));
@@ -200,17 +198,16 @@ void LoginServer::run() {
   sockets.push_back(bind_udp(ctx_, at));
   at.port(sockets.front().local_endpoint().port());  // port 0: the others join the chosen port
   for (uint32_t i = 1; i < config_.threads; ++i) sockets.push_back(bind_udp(ctx_, at));
-  const std::string host = at.address().is_v6() ? "[" + at.address().to_string() + "]"
-                                                 : at.address().to_string();
+  const std::string host =
+      at.address().is_v6() ? "[" + at.address().to_string() + "]" : at.address().to_string();
   const std::string address = host + ":" + std::to_string(at.port());
 
   committed_.assign(config_.threads, 0);
   counters_.assign(config_.threads, WorkerCounters{});
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(i, config_.worker, &tables_));
-    workers_.back()->on_commit([this, i](uint64_t v) {
-      asio::post(ctx_, [this, i, v] { committed(i, v); });
-    });
+    workers_.back()->on_commit(
+        [this, i](uint64_t v) { asio::post(ctx_, [this, i, v] { committed(i, v); }); });
   }
   tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
     for (auto& w : workers_) w->set_routing(r);

@@ -49,8 +49,8 @@ class LoginServer {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ConfigLink> config_link_;
   std::unique_ptr<MetricsServer> metrics_;
-  std::vector<uint64_t> committed_;         // per worker
-  std::vector<WorkerCounters> counters_;    // per worker, sampled
+  std::vector<uint64_t> committed_;       // per worker
+  std::vector<WorkerCounters> counters_;  // per worker, sampled
   boost::asio::steady_timer sample_timer_{ctx_};
   bool stopping_ = false;
 };

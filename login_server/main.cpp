@@ -1,7 +1,7 @@
 // login_server: the stateless UDP gateway in front of the hash servers.
-#include <thread>
-
 #include <spdlog/spdlog.h>
+
+#include <thread>
 
 #include "common/key_file.h"
 #include "common/options.h"
@@ -14,8 +14,9 @@ int login_server_main(int argc, char** argv) {
   namespace po = boost::program_options;
   Options opts("login_server", "the UDP gateway that routes client requests to the hash servers");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  opts.add()("udp", po::value<std::string>()->default_value("127.0.0.1:0"),
-             "HOST:PORT to receive client datagrams on ([::]:PORT for dual stack; port 0: pick one)")(
+  opts.add()(
+      "udp", po::value<std::string>()->default_value("127.0.0.1:0"),
+      "HOST:PORT to receive client datagrams on ([::]:PORT for dual stack; port 0: pick one)")(
       "table", po::value<std::string>(), "routing table file (JSON); SIGHUP re-reads it")(
       "config", po::value<std::string>(),
       "config server HOST:PORT: register there and take every table it pushes")(
@@ -32,15 +33,15 @@ int login_server_main(int argc, char** argv) {
       "grace-ms", po::value<uint32_t>()->default_value(60000),
       "with --table: after the file changes, how long a lookup that misses at the new owner is "
       "retried at the previous one (pushed tables bring their own)")(
-      "name", po::value<std::string>()->default_value("login"), "this server's name (in handshakes)")(
+      "name", po::value<std::string>()->default_value("login"),
+      "this server's name (in handshakes)")(
       "auth-key-file", po::value<std::string>(),
       "switch authentication on: LOGIN, HEARTBEAT and LOGOUT need a TOKEN MACed with the key in "
       "FILE (hex, at least 32 digits); without a valid one: UNAUTHORIZED")(
       "rate-limit", po::value<uint32_t>()->default_value(20000),
       "requests per second per source address, per worker thread (0: no limit); beyond: "
-      "RATE_LIMITED")(
-      "rate-burst", po::value<uint32_t>(),
-      "token bucket size per source address (default: 2 x --rate-limit)");
+      "RATE_LIMITED")("rate-burst", po::value<uint32_t>(),
+                      "token bucket size per source address (default: 2 x --rate-limit)");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   LoginServerConfig config;
@@ -60,8 +61,8 @@ int login_server_main(int argc, char** argv) {
   }
   link.down_after_timeouts = std::max(1u, opts.get<uint32_t>("down-after"));
   link.client_name = opts.get<std::string>("name");
-  config.worker.tick = std::clamp(link.timeout / 10, std::chrono::milliseconds(1),
-                                  std::chrono::milliseconds(20));
+  config.worker.tick =
+      std::clamp(link.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(20));
   if (!opts.has("table") && !opts.has("config")) {
     throw UsageError("give --config HOST:PORT (a config server) or --table FILE (or both)");
   }

@@ -11,9 +11,12 @@ using client::Status;
 
 const char* to_string(DropReason r) {
   switch (r) {
-    case DropReason::kTooShort: return "too_short";
-    case DropReason::kBadMagic: return "bad_magic";
-    case DropReason::kCount: break;
+    case DropReason::kTooShort:
+      return "too_short";
+    case DropReason::kBadMagic:
+      return "bad_magic";
+    case DropReason::kCount:
+      break;
   }
   return "?";
 }
@@ -62,8 +65,8 @@ Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uin
     const auto status = client::error_reply_status(d.error);
     if (!status || !d.header_valid) {
       Plan p;
-      p.drop = d.error == client::DecodeError::kBadMagic ? DropReason::kBadMagic
-                                                         : DropReason::kTooShort;
+      p.drop =
+          d.error == client::DecodeError::kBadMagic ? DropReason::kBadMagic : DropReason::kTooShort;
       return p;
     }
     return reply_plan(*status, client::encode_error_reply(d.header, *status, reply));
@@ -143,7 +146,8 @@ size_t reply_from_response(const ClientAsk& ask, const frame::Response& response
   }
   r.status = status;
   if (status != Status::kOk) r.endpoint.reset(), r.age.reset();
-  const size_t n = client::encode_response(r, reply.first(std::min<size_t>(reply.size(), ask.request_size)));
+  const size_t n =
+      client::encode_response(r, reply.first(std::min<size_t>(reply.size(), ask.request_size)));
   if (n != 0) return n;
   // Cannot happen for version-1 answers (all fit in the 48-byte minimum request); never amplify.
   status = Status::kUnavailable;

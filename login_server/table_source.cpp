@@ -10,7 +10,7 @@ namespace imhash {
 
 namespace {
 timespec mtime_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0) return {};
   return st.st_mtim;
 }
@@ -110,7 +110,8 @@ std::shared_ptr<const RoutingState> TableSource::refresh() {
     return state_;
   }
   if (loaded.table->version <= state_->version()) return state_;
-  auto listener = install_locked(Router::compile(std::move(*loaded.table)), state_->current, grace_);
+  auto listener =
+      install_locked(Router::compile(std::move(*loaded.table)), state_->current, grace_);
   auto st = state_;
   lock.unlock();
   if (listener) listener(st);

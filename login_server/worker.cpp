@@ -288,8 +288,9 @@ void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr&
       reply(from, reply_buf, plan.reply_size, plan.status);
       return;
     case Plan::kForward:
-      forward(InFlight{.ask = plan.ask, .client = from, .type = plan.frame_type, .received_ns = now},
-              now);
+      forward(
+          InFlight{.ask = plan.ask, .client = from, .type = plan.frame_type, .received_ns = now},
+          now);
       return;
   }
 }
@@ -421,7 +422,8 @@ void Worker::on_answer(InFlight& request, const Response& response) {
       forward(std::move(request), now);
     } else if (parked_.size() < settings_.link.max_in_flight) {
       request.parked_until_ns =
-          now + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.link.timeout).count();
+          now +
+          std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.link.timeout).count();
       parked_.push_back(std::move(request));
     } else {
       fail(request, Status::kUnavailable);

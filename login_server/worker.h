@@ -7,10 +7,10 @@
 // thread (they post); everything else on the worker's thread.
 #pragma once
 
-#include <boost/asio.hpp>
 #include <array>
-#include <iterator>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <iterator>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -116,7 +116,7 @@ class Worker final : public LinkListener {
     std::string key;  // name|address|shards: a changed server gets new links
     std::vector<std::unique_ptr<HashLink>> shards;
   };
-  std::vector<LinkGroup> groups_;  // indexed like router_->table().servers
+  std::vector<LinkGroup> groups_;                // indexed like router_->table().servers
   std::shared_ptr<const RoutingState> pending_;  // newer, waiting for its new links
   std::vector<LinkGroup> warming_;               // links opened for pending_
   // Links of servers no longer in the table: kept for fallback reads until the grace period ends,

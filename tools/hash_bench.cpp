@@ -57,9 +57,9 @@ asio::awaitable<tcp::socket> connect_shard(const BenchConfig& cfg, uint16_t shar
   auto ex = co_await asio::this_coro::executor;
   tcp::resolver resolver(ex);
   tcp::socket socket(ex);
-  co_await asio::async_connect(socket, co_await resolver.async_resolve(cfg.host, cfg.port,
-                                                                       asio::use_awaitable),
-                               asio::use_awaitable);
+  co_await asio::async_connect(
+      socket, co_await resolver.async_resolve(cfg.host, cfg.port, asio::use_awaitable),
+      asio::use_awaitable);
   socket.set_option(tcp::no_delay(true));
   Request hello{.type = FrameType::kHello, .protocol_version = kProtocolVersion};
   hello.shard = shard;
@@ -92,8 +92,8 @@ asio::awaitable<void> drive(tcp::socket socket, std::vector<uint64_t> ids, Frame
                             uint64_t rounds, uint64_t* done, uint64_t* errors) {
   std::vector<uint8_t> out, in(1 << 20);
   size_t have = 0, next = 0;
-  for (uint64_t round = 0; (rounds == 0 || round < rounds) && std::chrono::steady_clock::now() < until;
-       ++round) {
+  for (uint64_t round = 0;
+       (rounds == 0 || round < rounds) && std::chrono::steady_clock::now() < until; ++round) {
     out.clear();
     for (uint32_t i = 0; i < pipeline; ++i) {
       Request q{.type = type, .correlation = i, .id = ids[next++ % ids.size()]};
@@ -136,7 +136,8 @@ double run_phase(const BenchConfig& cfg, FrameType type) {
         uint16_t shard_count = 1;
         { co_await connect_shard(cfg, 0, &shard_count); }
         std::vector<std::vector<uint64_t>> ids(shard_count);
-        for (uint16_t s = 0; s < shard_count; ++s) ids[s] = shard_ids(s, shard_count, cfg.keys, cfg.first_id);
+        for (uint16_t s = 0; s < shard_count; ++s)
+          ids[s] = shard_ids(s, shard_count, cfg.keys, cfg.first_id);
         std::vector<tcp::socket> sockets;
         for (uint32_t c = 0; c < cfg.connections; ++c) {
           sockets.push_back(co_await connect_shard(cfg, uint16_t(c % shard_count), nullptr));
@@ -221,11 +222,11 @@ int bench_main(int argc, char** argv) {
             auto socket = co_await connect_shard(cfg, s, nullptr);
             // Whole pipelines, rounded up: the few extra requests repeat ids (replaces).
             const uint64_t rounds = (ids.size() + cfg.pipeline - 1) / cfg.pipeline;
-            asio::co_spawn(co_await asio::this_coro::executor,
-                           drive(std::move(socket), std::move(ids), FrameType::kUpsert,
-                                 cfg.pipeline, std::chrono::steady_clock::time_point::max(),
-                                 rounds, &done, &errors),
-                           asio::detached);
+            asio::co_spawn(
+                co_await asio::this_coro::executor,
+                drive(std::move(socket), std::move(ids), FrameType::kUpsert, cfg.pipeline,
+                      std::chrono::steady_clock::time_point::max(), rounds, &done, &errors),
+                asio::detached);
           }
         },
         [](std::exception_ptr e) {

@@ -21,8 +21,8 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   // Waits for `count` "listening on" lines; returns their addresses, or throws on exit/timeout.
-  std::vector<std::string> wait_listening(size_t count = 1,
-                                          std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  std::vector<std::string> wait_listening(
+      size_t count = 1, std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Reads stdout lines until one contains `needle` (or throws on timeout / exit).
   std::string wait_for_line(const std::string& needle,
                             std::chrono::milliseconds timeout = std::chrono::seconds(20));

@@ -41,9 +41,9 @@ void Cluster::write_table(uint64_t version, const std::vector<int>& servers) con
 }
 
 void Cluster::start_login(std::vector<std::string> extra_args) {
-  std::vector<std::string> args = {"--udp",     "127.0.0.1:0",
-                                   "--table",   options_.table_file,
-                                   "--threads", std::to_string(options_.login_threads),
+  std::vector<std::string> args = {"--udp",        "127.0.0.1:0",
+                                   "--table",      options_.table_file,
+                                   "--threads",    std::to_string(options_.login_threads),
                                    "--timeout-ms", std::to_string(options_.timeout_ms)};
   // Every simulated user shares 127.0.0.1: no per-source limit unless the test sets one.
   if (std::find(extra_args.begin(), extra_args.end(), "--rate-limit") == extra_args.end()) {

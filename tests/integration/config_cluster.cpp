@@ -44,9 +44,8 @@ void ConfigCluster::start_hash(int i) {
   const std::string listen = it == hash_addr_.end() ? "127.0.0.1:0" : it->second;
   hash_[i] = std::make_unique<ChildProcess>(
       IMHASH_HASH_SERVER,
-      std::vector<std::string>{"--listen", listen, "--name", "hash" + std::to_string(i),
-                               "--shards", std::to_string(options_.shards), "--config",
-                               config_addr_});
+      std::vector<std::string>{"--listen", listen, "--name", "hash" + std::to_string(i), "--shards",
+                               std::to_string(options_.shards), "--config", config_addr_});
   hash_addr_[i] = hash_[i]->wait_listening()[0];
   // Registered with the config server (so `imctl server add hashN` knows its address)?
   if (!config_ || !config_->running()) return;

@@ -59,15 +59,15 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
 
   // Users 1..6000 all start on hash1 (the first third of the id space). Few enough that each
   // writes or is looked up several times a second even in a sanitizer build.
-  ChildProcess sim(IMHASH_UDP_SIM, {"--target", "127.0.0.1:" + std::to_string(udp), "--users",
-                                    "6000", "--duration", "6", "--window", "32", "--verify",
-                                    "--json", "--log-level", "warn"});
+  ChildProcess sim(IMHASH_UDP_SIM,
+                   {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "6000", "--duration",
+                    "6", "--window", "32", "--verify", "--json", "--log-level", "warn"});
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   CHECK(c.imctl({"assign", "1-3000", "hash2"}).exit_code == 0);  // version 2
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   c.start_hash(4);
-  CHECK(c.imctl({"server", "add", "hash4"}).exit_code == 0);          // version 3
-  CHECK(c.imctl({"assign", "3001-4500", "hash4"}).exit_code == 0);    // version 4
+  CHECK(c.imctl({"server", "add", "hash4"}).exit_code == 0);        // version 3
+  CHECK(c.imctl({"assign", "3001-4500", "hash4"}).exit_code == 0);  // version 4
 
   const json::object s = run_sim(sim);
   CHECK(s.at("verify").as_object().at("result").as_string() == "pass");
@@ -103,9 +103,9 @@ TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its
   REQUIRE(c.wait_converged(2, 4));
   const auto table_before = c.imctl_json({"table"});
 
-  ChildProcess sim(IMHASH_UDP_SIM, {"--target", "127.0.0.1:" + std::to_string(udp), "--users",
-                                    "10000", "--duration", "3", "--verify", "--json",
-                                    "--log-level", "warn"});
+  ChildProcess sim(IMHASH_UDP_SIM,
+                   {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "10000",
+                    "--duration", "3", "--verify", "--json", "--log-level", "warn"});
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
   c.kill_config();
   const json::object s = run_sim(sim);
@@ -141,8 +141,8 @@ TEST_CASE("config_server: failover moves a dead server ids, it purges before it 
   CHECK(c.wait_converged(2, 3));
   // Its ids are served by the survivors.
   const uint64_t id_of_hash2 = (1ULL << 63);  // middle third under version 1
-  auto r = client.call(UdpClient::make(client::Op::kLogin, id_of_hash2,
-                                       Endpoint::v4(0x0a000001, 5000)));
+  auto r =
+      client.call(UdpClient::make(client::Op::kLogin, id_of_hash2, Endpoint::v4(0x0a000001, 5000)));
   REQUIRE(r);
   CHECK(r->status == client::Status::kOk);
 
@@ -163,10 +163,9 @@ TEST_CASE("config_server: a login server that missed a push gets MOVED and catch
   REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);
   // The login server reaches the config server through a proxy we can pause: a partition.
   TcpProxy proxy(port_of(c.config_address()));
-  ChildProcess login(IMHASH_LOGIN_SERVER,
-                     {"--udp", "127.0.0.1:0", "--config",
-                      "127.0.0.1:" + std::to_string(proxy.port()), "--name", "login1",
-                      "--threads", "1", "--rate-limit", "0"});
+  ChildProcess login(IMHASH_LOGIN_SERVER, {"--udp", "127.0.0.1:0", "--config",
+                                           "127.0.0.1:" + std::to_string(proxy.port()), "--name",
+                                           "login1", "--threads", "1", "--rate-limit", "0"});
   UdpClient client(port_of(login.wait_listening()[0]));
   REQUIRE(c.wait_converged(1, 3));
   proxy.pause();

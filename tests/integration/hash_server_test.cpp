@@ -45,7 +45,8 @@ Request upsert(uint64_t id, uint32_t corr, uint64_t version = 0) {
   return q;
 }
 Request keyed(FrameType t, uint64_t id, uint32_t corr, uint64_t version = 0, uint8_t flags = 0) {
-  return Request{.type = t, .flags = flags, .correlation = corr, .table_version = version, .id = id};
+  return Request{
+      .type = t, .flags = flags, .correlation = corr, .table_version = version, .id = id};
 }
 
 uint64_t stat(FrameClient& c, StatIndex i) {
@@ -130,8 +131,8 @@ TEST_CASE("hash_server: garbage on one connection closes it, the others keep wor
   REQUIRE(good.call({upsert(id, 1)})[0].r.status == FrameStatus::kOk);
 
   const std::vector<std::vector<uint8_t>> garbage = {
-      {0x7f, 0xff, 0xff, 0xff, 2, 0, 0, 0},  // oversize length
-      {0, 0, 0, 16, 99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},  // unknown type
+      {0x7f, 0xff, 0xff, 0xff, 2, 0, 0, 0},                              // oversize length
+      {0, 0, 0, 16, 99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},    // unknown type
       {0, 0, 0, 17, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},  // GET with a 1-byte body
   };
   for (const auto& g : garbage) {
@@ -160,14 +161,15 @@ TEST_CASE("hash_server: with a table it answers MOVED for ids it does not own") 
   FrameClient c(port, 0);
   CHECK(c.hello().table_version == 5);
   auto r = c.call({upsert(10, 1, 5), upsert(5000, 2, 5), upsert(5000, 3, 4), upsert(5001, 4, 6),
-                   keyed(FrameType::kGet, 5001, 5, 5), keyed(FrameType::kGet, 5001, 6, 5, kFlagAnyOwner)});
+                   keyed(FrameType::kGet, 5001, 5, 5),
+                   keyed(FrameType::kGet, 5001, 6, 5, kFlagAnyOwner)});
   CHECK(r[0].r.status == FrameStatus::kOk);
   CHECK(r[1].r.status == FrameStatus::kMoved);
   CHECK(r[1].r.table_version == 5);
   CHECK(r[2].r.status == FrameStatus::kMoved);  // the sender's table is older
   CHECK(r[3].r.status == FrameStatus::kOk);     // the sender's table is newer: trust it
   CHECK(r[4].r.status == FrameStatus::kMoved);
-  CHECK(r[5].r.status == FrameStatus::kOk);     // fallback read during a move
+  CHECK(r[5].r.status == FrameStatus::kOk);  // fallback read during a move
   CHECK(r[5].r.endpoint == endpoint_for(5001));
 
   // Purge not-owned: only 5001 goes.

@@ -144,8 +144,8 @@ TEST_CASE("login_server: MOVED from a hash server with a newer table makes it ca
   cluster.write_table(2, {0});
   cluster.kill_hash(1);
   test::ChildProcess hash2(IMHASH_HASH_SERVER,
-                           {"--listen", cluster.hash_address(1), "--name", "hash2", "--shards",
-                            "1", "--table", cluster.options().table_file});
+                           {"--listen", cluster.hash_address(1), "--name", "hash2", "--shards", "1",
+                            "--table", cluster.options().table_file});
   hash2.wait_listening();
   // Id 1 belongs to hash2 under version 1: hash2 answers MOVED(2), the login server reads the newer
   // table and retries at hash1.
@@ -180,16 +180,16 @@ TEST_CASE("login_server: udp_sim --verify passes with 100k users over 3 hash ser
   cluster.write_table(1, {0, 1, 2});
   cluster.start_login();
   test::ChildProcess sim(IMHASH_UDP_SIM,
-                         {"--target", "127.0.0.1:" + std::to_string(cluster.udp_port()),
-                          "--users", "100000", "--duration", "6", "--verify", "--log-level",
-                          "warn"});
+                         {"--target", "127.0.0.1:" + std::to_string(cluster.udp_port()), "--users",
+                          "100000", "--duration", "6", "--verify", "--log-level", "warn"});
   const std::string summary = sim.wait_for_line("verify:", std::chrono::seconds(60));
   CHECK(summary.find("verify: pass") != std::string::npos);
   CHECK(sim.stop(0, std::chrono::seconds(30)) == 0);
   CHECK(cluster.login().stop(SIGTERM) == 0);
 }
 
-TEST_CASE("login_server: after a table change, missed lookups are read at the old owner and repaired") {
+TEST_CASE(
+    "login_server: after a table change, missed lookups are read at the old owner and repaired") {
   Cluster cluster(ClusterOptions{.hash_servers = 3, .shards = 1, .login_threads = 1});
   cluster.write_table(1, {0, 1});  // user u on hash server u % 2
   cluster.start_login({"--grace-ms", "60000"});

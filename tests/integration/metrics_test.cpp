@@ -77,9 +77,9 @@ TEST_CASE("metrics: every daemon's /metrics follows the load") {
   REQUIRE(registered);
   ChildProcess imctl(IMHASH_IMCTL, {"--admin", caddr[1], "server", "add", "hash1"});
   REQUIRE(imctl.stop(0) == 0);
-  ChildProcess login(IMHASH_LOGIN_SERVER, {"--udp", "127.0.0.1:0", "--config", caddr[0],
-                                           "--threads", "2", "--metrics", "127.0.0.1:0",
-                                           "--rate-limit", "0"});
+  ChildProcess login(IMHASH_LOGIN_SERVER,
+                     {"--udp", "127.0.0.1:0", "--config", caddr[0], "--threads", "2", "--metrics",
+                      "127.0.0.1:0", "--rate-limit", "0"});
   const auto laddr = login.wait_listening(2);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // one sampling of the workers
 
@@ -96,7 +96,8 @@ TEST_CASE("metrics: every daemon's /metrics follows the load") {
   const double requests = summary.at("requests").to_number<double>();
   const double ok = summary.at("status").as_object().at("OK").to_number<double>();
   REQUIRE(requests > 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // counters are sampled twice a second
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(1200));  // counters are sampled twice a second
 
   const std::string after = scrape(laddr[1]);
   CHECK(metric(after, "imhash_login_datagrams_total") == requests);

@@ -15,12 +15,11 @@ namespace {
 std::string chromium_dom(const std::string& url) {
   const std::string profile = "chromium_profile." + std::to_string(getpid());
   // The flags keep Chromium off the network (this machine has none) and away from the GPU.
-  ChildProcess chrome("/usr/bin/chromium",
-                      {"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                       "--no-first-run", "--disable-background-networking",
-                       "--disable-component-update", "--disable-sync",
-                       "--user-data-dir=" + profile, "--virtual-time-budget=4000", "--dump-dom",
-                       url});
+  ChildProcess chrome(
+      "/usr/bin/chromium",
+      {"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+       "--disable-background-networking", "--disable-component-update", "--disable-sync",
+       "--user-data-dir=" + profile, "--virtual-time-budget=4000", "--dump-dom", url});
   std::string dom = chrome.read_all(std::chrono::seconds(60));
   chrome.stop(0, std::chrono::seconds(20));
   std::error_code ec;
@@ -46,9 +45,9 @@ TEST_CASE("status_page: Chromium shows the version, the nodes and each server's 
   CHECK(dom.find("<b id=\"mode\">range</b>") != std::string::npos);
   CHECK(dom.find("<b id=\"converged\">yes</b>") != std::string::npos);
   for (const char* node : {"hash1", "hash2", "hash3", "login1"}) {
-    CHECK_MESSAGE(dom.find(std::string("<td class=\"node-name\">") + node + "</td>") !=
-                      std::string::npos,
-                  node);
+    CHECK_MESSAGE(
+        dom.find(std::string("<td class=\"node-name\">") + node + "</td>") != std::string::npos,
+        node);
   }
   // Range mode draws one segment per range: hash3 owns two (1-1000 and its third).
   size_t hash3_segments = 0;

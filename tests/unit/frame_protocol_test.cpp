@@ -23,8 +23,11 @@ std::vector<Request> sample_requests() {
   up6.flags = kFlagIfAbsent;
   up6.endpoint = Endpoint::v6({0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 65535);
   v.push_back(up6);
-  v.push_back(Request{.type = FrameType::kGet, .flags = kFlagAnyOwner, .correlation = 3,
-                      .table_version = 8, .id = ~0ULL});
+  v.push_back(Request{.type = FrameType::kGet,
+                      .flags = kFlagAnyOwner,
+                      .correlation = 3,
+                      .table_version = 8,
+                      .id = ~0ULL});
   v.push_back(Request{.type = FrameType::kDelete, .correlation = 4, .id = 0});
   v.push_back(Request{.type = FrameType::kStats, .correlation = 5});
   Request purge{.type = FrameType::kPurge, .correlation = 6};
@@ -46,8 +49,11 @@ std::vector<Response> sample_responses() {
   get.endpoint = Endpoint::v4(0x01020304, 80);
   get.age_seconds = 17;
   v.push_back(get);
-  v.push_back(Response{.type = FrameType::kGet, .status = FrameStatus::kNotFound, .correlation = 3});
-  v.push_back(Response{.type = FrameType::kUpsert, .status = FrameStatus::kMoved, .correlation = 4,
+  v.push_back(
+      Response{.type = FrameType::kGet, .status = FrameStatus::kNotFound, .correlation = 3});
+  v.push_back(Response{.type = FrameType::kUpsert,
+                       .status = FrameStatus::kMoved,
+                       .correlation = 4,
                        .table_version = 12});
   Response stats{.type = FrameType::kStats, .correlation = 5};
   stats.stat_count = kStatCount;
@@ -90,20 +96,21 @@ TEST_CASE("frame_protocol: every request and response round-trips") {
 }
 
 TEST_CASE("frame_protocol: golden bytes of an UPSERT and a GET reply") {
-  Request up{.type = FrameType::kUpsert, .correlation = 0x01020304, .table_version = 5,
+  Request up{.type = FrameType::kUpsert,
+             .correlation = 0x01020304,
+             .table_version = 5,
              .id = 0x1122334455667788ULL};
   up.endpoint = Endpoint::v4(0x7f000001, 0x1388);
   up.age_seconds = 2;
   std::vector<uint8_t> buf;
   append_request(up, buf);
-  const std::vector<uint8_t> want = {
-      0x00, 0x00, 0x00, 0x23,                          // length 35 = 16 + 19
-      0x02, 0x00, 0x00, 0x00,                          // UPSERT, status, flags, reserved
-      0x01, 0x02, 0x03, 0x04,                          // correlation
-      0, 0, 0, 0, 0, 0, 0, 5,                          // table version
-      0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // id
-      0, 0, 0, 2,                                      // age
-      4, 0x13, 0x88, 127, 0, 0, 1};                    // endpoint
+  const std::vector<uint8_t> want = {0x00, 0x00, 0x00, 0x23,  // length 35 = 16 + 19
+                                     0x02, 0x00, 0x00, 0x00,  // UPSERT, status, flags, reserved
+                                     0x01, 0x02, 0x03, 0x04,  // correlation
+                                     0,    0,    0,    0,    0,    0,    0,    5,  // table version
+                                     0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // id
+                                     0,    0,    0,    2,                             // age
+                                     4,    0x13, 0x88, 127,  0,    0,    1};          // endpoint
   CHECK(buf == want);
 
   Response get{.type = FrameType::kGet, .correlation = 9, .table_version = 1};
@@ -111,7 +118,7 @@ TEST_CASE("frame_protocol: golden bytes of an UPSERT and a GET reply") {
   get.age_seconds = 300;
   buf.clear();
   append_response(get, buf);
-  const std::vector<uint8_t> want_get = {0, 0, 0, 0x1b, 3, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0,
+  const std::vector<uint8_t> want_get = {0, 0, 0, 0x1b, 3, 0, 0,    0,  0, 0, 0, 9, 0, 0, 0,   0,
                                          0, 0, 0, 1,    4, 1, 0xbb, 10, 0, 0, 2, 0, 0, 1, 0x2c};
   CHECK(buf == want_get);
 }

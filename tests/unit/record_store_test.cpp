@@ -94,9 +94,8 @@ TEST_CASE("record_store: scan_erase deletes exactly the doomed records, even acr
   for (uint64_t id = 0; id < 3000; ++id) s.upsert(id, ep4(static_cast<uint32_t>(id)), 0);
   size_t cursor = 0, erased = 0;
   while (cursor < s.capacity()) {
-    erased += s.scan_erase(cursor, 7, [](uint64_t id, const RecordStore::Record&) {
-      return id % 3 != 0;
-    });
+    erased += s.scan_erase(cursor, 7,
+                           [](uint64_t id, const RecordStore::Record&) { return id % 3 != 0; });
   }
   CHECK(erased == 2000);
   CHECK(s.size() == 1000);
