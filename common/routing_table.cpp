@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/hash.h"
+#include "common/json_check.h"
 
 namespace imhash {
 
@@ -86,86 +87,17 @@ std::string check_address(std::string_view address) {
 
 // ---- JSON reading -------------------------------------------------------------------------------
 
-// A first pass over the text with Boost.JSON's SAX parser: it finds syntax errors with their
-// position and duplicate keys, which the DOM parser would silently collapse (the last one wins).
-class DuplicateKeyFinder {
- public:
-  static constexpr std::size_t max_array_size = std::size_t(-1);
-  static constexpr std::size_t max_object_size = std::size_t(-1);
-  static constexpr std::size_t max_string_size = std::size_t(-1);
-  static constexpr std::size_t max_key_size = std::size_t(-1);
-
-  std::string duplicate;  // the first duplicate key found
-
-  bool on_document_begin(json::error_code&) { return true; }
-  bool on_document_end(json::error_code&) { return true; }
-  bool on_array_begin(json::error_code&) { return true; }
-  bool on_array_end(std::size_t, json::error_code&) { return true; }
-  bool on_object_begin(json::error_code&) {
-    keys_.emplace_back();
-    return true;
-  }
-  bool on_object_end(std::size_t, json::error_code&) {
-    keys_.pop_back();
-    return true;
-  }
-  bool on_string_part(json::string_view, std::size_t, json::error_code&) { return true; }
-  bool on_string(json::string_view, std::size_t, json::error_code&) { return true; }
-  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
-    key_.append(s.data(), s.size());
-    return true;
-  }
-  bool on_key(json::string_view s, std::size_t, json::error_code& ec) {
-    key_.append(s.data(), s.size());
-    std::vector<std::string>& seen = keys_.back();
-    if (std::find(seen.begin(), seen.end(), key_) != seen.end()) {
-      duplicate = std::move(key_);
-      ec = json::error::syntax;
-      return false;
-    }
-    seen.push_back(std::move(key_));
-    key_.clear();
-    return true;
-  }
-  bool on_number_part(json::string_view, json::error_code&) { return true; }
-  bool on_int64(int64_t, json::string_view, json::error_code&) { return true; }
-  bool on_uint64(uint64_t, json::string_view, json::error_code&) { return true; }
-  bool on_double(double, json::string_view, json::error_code&) { return true; }
-  bool on_bool(bool, json::error_code&) { return true; }
-  bool on_null(json::error_code&) { return true; }
-  bool on_comment_part(json::string_view, json::error_code&) { return true; }
-  bool on_comment(json::string_view, json::error_code&) { return true; }
-
- private:
-  std::vector<std::vector<std::string>> keys_;  // keys of each open object, innermost last
-  std::string key_;
-};
-
-std::string position(std::string_view text, size_t offset) {
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < std::min(offset, text.size()); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
-
 // "" if the text is one well-formed JSON document without duplicate keys.
 std::string check_syntax(std::string_view text, const json::parse_options& options) {
-  json::basic_parser<DuplicateKeyFinder> parser(options);
-  json::error_code ec;
-  size_t used = parser.write_some(false, text.data(), text.size(), ec);
-  if (!ec && used == text.size()) return {};
-  if (!ec) return "invalid JSON at " + position(text, used) + ": text after the end of the table";
-  if (!parser.handler().duplicate.empty()) {
-    return "duplicate key " + json_quote(parser.handler().duplicate) + " at " +
-           position(text, used) + " (each key may appear once in an object)";
+  const JsonCheck c = check_json(text, options);
+  if (c.ok(text)) return {};
+  const std::string at = json_position(text, c.used);
+  if (!c.duplicate.empty()) {
+    return "duplicate key " + json_quote(c.duplicate) + " at " + at +
+           " (each key may appear once in an object)";
   }
-  return "invalid JSON at " + position(text, used) + ": " + ec.message();
+  if (!c.error) return "invalid JSON at " + at + ": text after the end of the table";
+  return "invalid JSON at " + at + ": " + c.error.message();
 }
 
 const char* kind_name(const json::value& v) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_check.h"
 #include "common/routing_table.h"
 
 namespace imhash {
@@ -148,74 +149,6 @@ std::string parse_query(std::string_view query, std::string_view endpoint,
 
 // ---- JSON body ----------------------------------------------------------------------------------
 
-// A first pass with Boost.JSON's SAX parser: it reports syntax errors with their position and
-// finds duplicate keys, which the DOM parser would silently collapse.
-class DuplicateKeyFinder {
- public:
-  static constexpr std::size_t max_array_size = std::size_t(-1);
-  static constexpr std::size_t max_object_size = std::size_t(-1);
-  static constexpr std::size_t max_string_size = std::size_t(-1);
-  static constexpr std::size_t max_key_size = std::size_t(-1);
-
-  std::string duplicate;  // the first duplicate key found
-
-  bool on_document_begin(json::error_code&) { return true; }
-  bool on_document_end(json::error_code&) { return true; }
-  bool on_array_begin(json::error_code&) { return true; }
-  bool on_array_end(std::size_t, json::error_code&) { return true; }
-  bool on_object_begin(json::error_code&) {
-    keys_.emplace_back();
-    return true;
-  }
-  bool on_object_end(std::size_t, json::error_code&) {
-    keys_.pop_back();
-    return true;
-  }
-  bool on_string_part(json::string_view, std::size_t, json::error_code&) { return true; }
-  bool on_string(json::string_view, std::size_t, json::error_code&) { return true; }
-  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
-    key_.append(s.data(), s.size());
-    return true;
-  }
-  bool on_key(json::string_view s, std::size_t, json::error_code& ec) {
-    key_.append(s.data(), s.size());
-    std::vector<std::string>& seen = keys_.back();
-    if (std::find(seen.begin(), seen.end(), key_) != seen.end()) {
-      duplicate = std::move(key_);
-      ec = json::error::syntax;
-      return false;
-    }
-    seen.push_back(std::move(key_));
-    key_.clear();
-    return true;
-  }
-  bool on_number_part(json::string_view, json::error_code&) { return true; }
-  bool on_int64(int64_t, json::string_view, json::error_code&) { return true; }
-  bool on_uint64(uint64_t, json::string_view, json::error_code&) { return true; }
-  bool on_double(double, json::string_view, json::error_code&) { return true; }
-  bool on_bool(bool, json::error_code&) { return true; }
-  bool on_null(json::error_code&) { return true; }
-  bool on_comment_part(json::string_view, json::error_code&) { return true; }
-  bool on_comment(json::string_view, json::error_code&) { return true; }
-
- private:
-  std::vector<std::vector<std::string>> keys_;  // keys of each open object, innermost last
-  std::string key_;
-};
-
-std::string position(std::string_view text, size_t offset) {
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < std::min(offset, text.size()); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
-
 const char* a_kind(const json::value& v) {
   switch (v.kind()) {
     case json::kind::null:
@@ -242,17 +175,16 @@ std::string parse_object(std::string_view body, json::object& out) {
     return "the request body is empty; this endpoint takes a JSON object";
   }
   json::parse_options options;  // strict JSON, depth 32
-  json::basic_parser<DuplicateKeyFinder> parser(options);
-  json::error_code ec;
-  const size_t used = parser.write_some(false, body.data(), body.size(), ec);
-  if (!parser.handler().duplicate.empty()) {
-    return "duplicate field " + quoted(parser.handler().duplicate) + " at " + position(body, used) +
+  const JsonCheck c = check_json(body, options);
+  if (!c.duplicate.empty()) {
+    return "duplicate field " + quoted(c.duplicate) + " at " + json_position(body, c.used) +
            " in the request body";
   }
-  if (ec) return "invalid JSON at " + position(body, used) + ": " + ec.message();
-  if (used != body.size()) {
-    return "invalid JSON at " + position(body, used) + ": text after the end of the object";
+  if (c.error) return "invalid JSON at " + json_position(body, c.used) + ": " + c.error.message();
+  if (c.used != body.size()) {
+    return "invalid JSON at " + json_position(body, c.used) + ": text after the end of the object";
   }
+  json::error_code ec;
   json::value v = json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
   if (ec) return "invalid JSON: " + ec.message();
   if (!v.is_object()) {

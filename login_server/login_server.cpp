@@ -69,19 +69,7 @@ void LoginServer::sample_workers() {
 
 boost::json::object LoginServer::stats() const {
   WorkerCounters sum;
-  for (const auto& c : counters_) {
-    sum.received += c.received;
-    sum.forwarded += c.forwarded;
-    sum.moved_retries += c.moved_retries;
-    sum.fallback_reads += c.fallback_reads;
-    sum.fallback_hits += c.fallback_hits;
-    sum.read_repairs += c.read_repairs;
-    sum.send_failures += c.send_failures;
-    for (size_t i = 0; i < 8; ++i) sum.replies_by_status[i] += c.replies_by_status[i];
-    for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
-      sum.dropped[i] += c.dropped[i];
-    }
-  }
+  for (const auto& c : counters_) sum += c;
   boost::json::object o{
       {"received", sum.received},           {"forwarded", sum.forwarded},
       {"moved_retries", sum.moved_retries}, {"fallback_reads", sum.fallback_reads},
@@ -104,23 +92,8 @@ std::string LoginServer::render_metrics() const {
           routing ? static_cast<double>(routing->version()) : 0);
   WorkerCounters sum;
   std::vector<uint64_t> cumulative(WorkerCounters::kLatencyBuckets);
-  for (const auto& c : counters_) {
-    sum.received += c.received;
-    sum.forwarded += c.forwarded;
-    sum.moved_retries += c.moved_retries;
-    sum.fallback_reads += c.fallback_reads;
-    sum.fallback_hits += c.fallback_hits;
-    sum.read_repairs += c.read_repairs;
-    sum.send_failures += c.send_failures;
-    sum.links_up += c.links_up;
-    sum.links_down += c.links_down;
-    sum.latency_sum_s += c.latency_sum_s;
-    for (size_t i = 0; i < 8; ++i) sum.replies_by_status[i] += c.replies_by_status[i];
-    for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
-      sum.dropped[i] += c.dropped[i];
-    }
-    for (size_t i = 0; i < WorkerCounters::kLatencyBuckets; ++i) sum.latency[i] += c.latency[i];
-  }
+  for (const auto& c : counters_) sum += c;
+
   m.counter("imhash_login_datagrams_total", "datagrams received from clients",
             static_cast<double>(sum.received));
   for (uint8_t i = 0; i < 8; ++i) {

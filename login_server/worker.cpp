@@ -85,6 +85,24 @@ void Worker::snapshot(std::function<void(WorkerCounters)> done) {
   });
 }
 
+WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) {
+  received += o.received;
+  forwarded += o.forwarded;
+  moved_retries += o.moved_retries;
+  fallback_reads += o.fallback_reads;
+  fallback_hits += o.fallback_hits;
+  read_repairs += o.read_repairs;
+  send_failures += o.send_failures;
+  links_up += o.links_up;
+  links_down += o.links_down;
+  latency_sum_s += o.latency_sum_s;
+  for (size_t i = 0; i < std::size(replies_by_status); ++i)
+    replies_by_status[i] += o.replies_by_status[i];
+  for (size_t i = 0; i < std::size(dropped); ++i) dropped[i] += o.dropped[i];
+  for (size_t i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
+  return *this;
+}
+
 void Worker::record_latency(const InFlight& request) {
   if (request.received_ns == 0) return;
   const double s = static_cast<double>(now_ns() - request.received_ns) / 1e9;

@@ -42,6 +42,9 @@ struct WorkerCounters {
   // Filled by snapshot(): links by state.
   uint32_t links_up = 0;
   uint32_t links_down = 0;
+
+  // Adds another worker's counters (to sum a server's).
+  WorkerCounters& operator+=(const WorkerCounters& o);
 };
 
 struct WorkerSettings {
