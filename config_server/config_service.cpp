@@ -111,6 +111,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
   if (const auto* hb = std::get_if<control::Heartbeat>(&m)) {
     n.version = std::max(n.version, hb->version);
     n.stats = hb->stats;
+    update_rate(n, now);
     // A node behind the current version missed a push (or asks for the table after a MOVED):
     // push again, at most once per heartbeat interval.
     if (router_ && hb->version < router_->version() &&
@@ -132,6 +133,24 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       }
     }
   }
+}
+
+void ConfigService::update_rate(Node& n, int64_t now) {
+  // Hash servers count upserts, gets and deletes; login servers count datagrams.
+  double total = 0;
+  for (const char* key : {"upserts", "gets", "deletes", "received"}) {
+    if (const auto* v = n.stats.if_contains(key); v && v->is_number())
+      total += v->to_number<double>();
+  }
+  // Averaged over at least a second: nodes sample their counters twice a second, so two
+  // heartbeats in a row may carry the same figures.
+  if (n.last_requests >= 0 && now - n.last_requests_ns < 1'000'000'000) return;
+  if (n.last_requests >= 0 && total >= n.last_requests) {
+    n.requests_per_s =
+        (total - n.last_requests) * 1e9 / static_cast<double>(now - n.last_requests_ns);
+  }
+  n.last_requests = total;
+  n.last_requests_ns = now;
 }
 
 bool ConfigService::was_ever_member(const std::string& name) const {
@@ -287,6 +306,7 @@ json::object ConfigService::node_json(const Node& n) const {
                  {"version", n.version},
                  {"last_heartbeat_ms", static_cast<int64_t>(heard_ms)},
                  {"pid", n.pid},
+                 {"requests_per_s", static_cast<int64_t>(n.requests_per_s + 0.5)},
                  {"stats", n.stats}};
   if (n.role == "hash") {
     o["shards"] = n.shards;

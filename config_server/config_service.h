@@ -76,6 +76,10 @@ class ConfigService final : public AdminBackend {
     bool up = false;
     bool rejoin_purge = false;  // purging everything after it came back removed
     boost::json::object stats;
+    // Requests per second, from the request counters of two successive heartbeats.
+    double requests_per_s = 0;
+    double last_requests = -1;
+    int64_t last_requests_ns = 0;
     std::vector<control::PurgeShard> purges;
     NodeSession* session = nullptr;
   };
@@ -101,6 +105,7 @@ class ConfigService final : public AdminBackend {
   boost::json::object node_json(const Node& n) const;
   Node* find(const std::string& role, const std::string& name);
   bool was_ever_member(const std::string& name) const;
+  static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
 
   boost::asio::io_context& ctx_;

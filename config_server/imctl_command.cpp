@@ -129,7 +129,8 @@ imctl talks to the config server's admin API (HTTP/JSON, docs/admin_api.md).
   --help             print this help
 
 commands:
-  status                               nodes, their table versions and heartbeats; purges
+  status [--watch]                     nodes, their table versions, heartbeats, records and
+                                       requests/s; purges (--watch: redraw every second)
   table                                the current routing table
   servers                              the hash servers and their state
   history [--limit N]                  table versions, newest first (default 20, at most 1000)
@@ -338,12 +339,16 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
   std::string e;
   json::object body;
 
-  if (command == "status" || command == "table" || command == "servers") {
+  if (command == "status") {
+    e = split_args(rest, 1, command, {{"--watch", false}}, a);
+    if (e.empty()) e = positional_count(command, a, 0, "status [--watch]");
+    inv.watch = a.flag("--watch") != nullptr;
+    inv.command = ImctlCommand::kStatus;
+    inv.target = "/v1/status";
+  } else if (command == "table" || command == "servers") {
     e = split_args(rest, 1, command, {}, a);
     if (e.empty()) e = positional_count(command, a, 0, command);
-    inv.command = command == "status"  ? ImctlCommand::kStatus
-                  : command == "table" ? ImctlCommand::kTable
-                                       : ImctlCommand::kServers;
+    inv.command = command == "table" ? ImctlCommand::kTable : ImctlCommand::kServers;
     inv.target = "/v1/" + command;
   } else if (command == "history") {
     e = split_args(rest, 1, command, {{"--limit", true}}, a);

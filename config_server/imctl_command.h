@@ -55,6 +55,7 @@ struct ImctlInvocation {
   std::string target;  // "/v1/where/42"
   std::string body;    // JSON text for POST; empty for GET
   std::string server;  // kPurgeStatus: the server whose purges are shown
+  bool watch = false;  // status --watch: redraw every second until interrupted
 
   // kToken: made here from the key file (DESIGN §6), printed as hex or, with --json, as JSON.
   uint64_t token_user = 0;

@@ -229,10 +229,12 @@ std::string format_status(const json::value& body) {
   if (!nodes || nodes->empty()) {
     out += "no nodes are connected\n";
   } else {
-    TextTable table({"ROLE", "NAME", "ADDRESS", "STATE", "VERSION", "HEARTBEAT", "RECORDS"});
+    TextTable table(
+        {"ROLE", "NAME", "ADDRESS", "STATE", "VERSION", "HEARTBEAT", "RECORDS", "REQUESTS/S"});
     for (const json::value& node : *nodes) {
       table.add({text(node, "role"), text(node, "name"), text(node, "address"), text(node, "state"),
-                 text(node, "version"), heartbeat_text(node), records_text(node)});
+                 text(node, "version"), heartbeat_text(node), records_text(node),
+                 text(node, "requests_per_s")});
     }
     out += table.render();
   }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/key_file.h"
@@ -41,6 +42,20 @@ int imctl_main(int argc, char** argv) {
         imhash::make_token(key, inv.token_user, static_cast<uint32_t>(expiry)), inv.json);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return imhash::kExitOk;
+  }
+  if (inv.watch) {
+    // Redraws the status every second until interrupted (Ctrl-C); an unreachable config server
+    // is shown, not fatal, so the view recovers when it comes back.
+    for (;;) {
+      const imhash::HttpOutcome outcome =
+          imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout);
+      const imhash::ImctlOutput output = imhash::imctl_output(inv, outcome);
+      std::fputs("\033[H\033[2J", stdout);
+      std::fwrite(output.out.data(), 1, output.out.size(), stdout);
+      std::fwrite(output.err.data(), 1, output.err.size(), stdout);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
   }
   const imhash::HttpOutcome outcome =
       imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout);

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "tests/integration/cluster.h"
@@ -23,6 +25,26 @@ Endpoint endpoint_of(uint64_t user) {
 Status status_of(const std::optional<client::Message>& m) {
   REQUIRE(m.has_value());
   return m->status;
+}
+
+// kill(SIGSTOP) only queues the stop: wait (bounded) until every thread of `pid` is stopped.
+bool wait_stopped(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    bool all = true;
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') {
+        all = false;
+      }
+    }
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
 }
 
 // Polls (bounded: about 15 s, generous for a loaded CI machine) until `user` can log in again.
@@ -122,6 +144,7 @@ TEST_CASE("login_server: a frozen hash server times out, is marked down, and is 
   UdpClient c(cluster.udp_port());
   REQUIRE(status_of(c.call(UdpClient::make(Op::kLogin, 11, endpoint_of(11)))) == Status::kOk);
   kill(cluster.hash(1).pid(), SIGSTOP);  // no reset, no answer: like a cut cable
+  REQUIRE(wait_stopped(cluster.hash(1).pid()));
   std::vector<Status> seen;
   for (int i = 0; i < 6; ++i) seen.push_back(status_of(c.call(UdpClient::make(Op::kLookup, 11))));
   CHECK(seen.front() == Status::kTimeout);

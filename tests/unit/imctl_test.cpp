@@ -97,6 +97,8 @@ TEST_CASE("imctl: commands map to admin API requests") {
 }
 
 TEST_CASE("imctl: global options, anywhere on the line") {
+  CHECK(ok({"status", "--watch"}).watch);
+  CHECK_FALSE(ok({"status"}).watch);
   ImctlInvocation inv = ok({"status"});
   CHECK(inv.admin == "127.0.0.1:7100");
   CHECK(inv.host == "127.0.0.1");
@@ -260,7 +262,7 @@ TEST_CASE("imctl: status as text") {
     "version": 8, "mode": "range", "converged": false,
     "nodes": [
       {"role": "hash", "name": "hash1", "address": "127.0.0.1:7001", "state": "up",
-       "version": 8, "heartbeat_age_ms": 420, "records": 1203442},
+       "version": 8, "heartbeat_age_ms": 420, "records": 1203442, "requests_per_s": 52000},
       {"role": "login", "name": "login-a", "address": "127.0.0.1:9000", "state": "down",
        "version": 7, "last_heartbeat_ms": 3600000, "stats": {}},
       {"role": "hash", "name": "hash2", "address": "127.0.0.1:7002", "state": "up",
@@ -277,10 +279,10 @@ TEST_CASE("imctl: status as text") {
         "version 8 reached every node in 13ms\n"
         "pending purge of old copies after version 8: hash1 hash3\n"
         "\n"
-        "ROLE   NAME     ADDRESS         STATE  VERSION  HEARTBEAT  RECORDS\n"
-        "hash   hash1    127.0.0.1:7001  up     8        420ms ago  1203442\n"
-        "login  login-a  127.0.0.1:9000  down   7        1h00m ago  -\n"
-        "hash   hash2    127.0.0.1:7002  up     8        3.2ms ago  99\n"
+        "ROLE   NAME     ADDRESS         STATE  VERSION  HEARTBEAT  RECORDS  REQUESTS/S\n"
+        "hash   hash1    127.0.0.1:7001  up     8        420ms ago  1203442  52000\n"
+        "login  login-a  127.0.0.1:9000  down   7        1h00m ago  -        -\n"
+        "hash   hash2    127.0.0.1:7002  up     8        3.2ms ago  99       -\n"
         "\n"
         "purges:\n"
         "SERVER  SHARD  KIND       STATE    PROGRESS                   DELETED\n"
@@ -299,8 +301,8 @@ TEST_CASE("imctl: status as text") {
   // Fields of an unexpected shape show as "-", never break the output.
   CHECK(format_status(js(R"({"nodes": [{"name": ["x"]}], "purges": 5})")) ==
         "table version -, mode -, converged: -\n\n"
-        "ROLE  NAME   ADDRESS  STATE  VERSION  HEARTBEAT  RECORDS\n"
-        "-     [\"x\"]  -        -      -        -          -\n");
+        "ROLE  NAME   ADDRESS  STATE  VERSION  HEARTBEAT  RECORDS  REQUESTS/S\n"
+        "-     [\"x\"]  -        -      -        -          -        -\n");
 }
 
 TEST_CASE("imctl: table, servers, history, where, changes and purges as text") {
