@@ -2,13 +2,15 @@
 # Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e|purge
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at 10 million records.
-#   e2e   udp_sim against a local cluster (3 hash servers, 1 login server) and the yardstick
-#         ../shared/bench/udp_limit.c back to back, both rates and their ratio; then latency at an
-#         offered 50k requests/s (open loop).
+#   e2e   udp_sim against a local cluster (1, then 3 hash servers; 1 login server) and the
+#         yardstick ../shared/bench/udp_limit.c back to back, both rates and their ratio; then
+#         latency at an offered 50k requests/s (open loop) beside the same load against the
+#         yardstick's bare echo server.
 #   purge p99 of a 50k/s open-loop load while the hash server serving it purges 5M records it no
 #         longer owns, against the same load without a purge, in one run; and the time a new
 #         table version takes to reach every node.
-# Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2).
+# Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
+# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3").
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 trap stop_all EXIT
@@ -78,30 +80,47 @@ bench_e2e() {
   cc -O2 -o "$work/udp_limit" "$yardstick"
   export IMHASH_RUN="$work/cluster"
   trap 'IMHASH_RUN="$work/cluster" "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null; stop_all' EXIT
-  "$IMHASH_ROOT/scripts/cluster.sh" start --hash 3 --shards 1 --threads 1 >/dev/null
-  local target
-  target=$(cat "$work/cluster/login.addr")
-  echo "== end to end: udp_sim (closed loop, window 64, 48-byte requests) vs udp_limit, ${seconds}s each, $(nproc) cores"
-  local port=$(( $(free_port) ))
-  for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
+  local sim="$IMHASH_BUILD/tools/udp_sim/udp_sim" port
+  port=$(free_port)
+  # One hash server measures the path itself (UDP in, TCP to a hash server and back, UDP out);
+  # three are the test topology, five processes on this machine's cores.
+  for servers in ${BENCH_HASH_SERVERS:-1 3}; do
+    "$IMHASH_ROOT/scripts/cluster.sh" start --hash "$servers" --shards 1 --threads 1 >/dev/null
+    local target
+    target=$(cat "$work/cluster/login.addr")
+    echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread: udp_sim (closed loop,"
+    echo "   window 64, 48-byte requests, one source socket) vs udp_limit, ${seconds}s each, $(nproc) cores"
+    for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
+      "$work/udp_limit" server "$port" &
+      local echo_pid=$!
+      sleep 0.2
+      local limit
+      limit=$("$work/udp_limit" client "$port" "$seconds" 64 48 | awk '{print $1}')
+      kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
+      # One source socket, as the yardstick's client has: the login server runs one thread, so more
+      # sockets would only add system calls to the load generator sharing these cores.
+      local out rate
+      out=$("$sim" --target "$target" --users 100000 --duration "$seconds" --window 64 --sockets 1 \
+        --json 2>/dev/null)
+      rate=$(json_field 'round(d["requests_per_s"])' <<<"$out")
+      printf "round %d  imhash %8.0f requests/s   udp_limit %8.0f round trips/s   ratio %.2f   (p99 %s us)\n" \
+        "$round" "$rate" "$limit" "$(echo "$rate / $limit" | bc -l)" "$(json_field 'd["latency_us"]["p99"]' <<<"$out")"
+    done
+    # Latency at an offered 50k/s after a 2 s warm-up (the 100k users' LOGINs), beside the same
+    # load against udp_limit's bare echo server: what this machine's UDP path alone gives.
+    echo "== latency at an offered 50000 requests/s (open loop, 100k users, 2 s warm-up, ${seconds}s measured)"
+    local lat=(--users 100000 --warmup 2 --duration "$seconds" --rate 50000 --json)
+    local fmt='"p50 %5d us  p99 %5d us  p999 %5d us  max %5d us  errors %d  (%.0f/s)" % (d["latency_us"]["p50"], d["latency_us"]["p99"], d["latency_us"]["p999"], d["latency_us"]["max"], d["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"], d["requests_per_s"])'
     "$work/udp_limit" server "$port" &
     local echo_pid=$!
     sleep 0.2
-    local limit
-    limit=$("$work/udp_limit" client "$port" "$seconds" 64 48 | awk '{print $1}')
+    printf "bare UDP echo (udp_limit server): %s\n" \
+      "$("$sim" --target "127.0.0.1:$port" --echo "${lat[@]}" 2>/dev/null | json_field "$fmt")"
     kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
-    local sim
-    sim=$("$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000 --duration "$seconds" \
-      --window 64 --json 2>/dev/null)
-    local rate
-    rate=$(json_field 'round(d["requests_per_s"])' <<<"$sim")
-    printf "round %d  imhash %8.0f requests/s   udp_limit %8.0f round trips/s   ratio %.2f   (p99 %s us)\n" \
-      "$round" "$rate" "$limit" "$(echo "$rate / $limit" | bc -l)" "$(json_field 'd["latency_us"]["p99"]' <<<"$sim")"
+    printf "imhash:                           %s\n" \
+      "$("$sim" --target "$target" "${lat[@]}" 2>/dev/null | json_field "$fmt")"
+    "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null
   done
-  echo "== latency at an offered 50000 requests/s (open loop, 100k users, ${seconds}s)"
-  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000 --duration "$seconds" \
-    --rate 50000 --json 2>/dev/null |
-    json_field '"done %.0f/s  p50 %d us  p99 %d us  p999 %d us  max %d us  errors %d" % (d["requests_per_s"], d["latency_us"]["p50"], d["latency_us"]["p99"], d["latency_us"]["p999"], d["latency_us"]["max"], d["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"])'
 }
 
 bench_purge() {

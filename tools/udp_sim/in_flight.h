@@ -30,6 +30,7 @@ struct Slot {
   uint8_t tries = 0;    // sends so far, the first included
   uint8_t len = 0;      // of `bytes`
   bool queued = false;  // in a socket's send queue, not yet handed to the kernel
+  bool warmup = false;  // scheduled before the measured part of the run: in no figure
   std::array<uint8_t, kMaxRequestBytes> bytes{};
 };
 

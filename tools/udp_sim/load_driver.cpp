@@ -1,6 +1,7 @@
 #include "tools/udp_sim/load_driver.h"
 
 #include <errno.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <algorithm>
@@ -65,14 +66,25 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
 
 void LoadDriver::run(const std::atomic<int>& signals) {
   start_ns_ = now_ns();
-  end_ns_ = start_ns_ + std::llround(config_.duration_s * 1e9);
-  next_tick_ns_ = start_ns_ + kSecond;
-  if (config_.open_loop()) schedule_ = OpenLoopSchedule(config_.rate, start_ns_);
+  measure_from_ns_ = start_ns_ + std::llround(config_.warmup_s * 1e9);
+  warming_ = measure_from_ns_ > start_ns_;
+  end_ns_ = measure_from_ns_ + std::llround(config_.duration_s * 1e9);
+  next_tick_ns_ = measure_from_ns_ + kSecond;  // no progress lines during the warm-up
+  if (config_.open_loop()) {
+    schedule_ = OpenLoopSchedule(config_.rate, start_ns_);
+    // Latency counts from each request's scheduled time, so a late wake-up is charged to the
+    // server. The default timer slack lets ppoll() oversleep by up to 50 us; ask for none.
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  }
   bool draining = false;
   int signals_at_drain = 0;
 
   for (;;) {
     const int64_t now = now_ns();
+    if (warming_ && now >= measure_from_ns_) {
+      warming_ = false;
+      counters_ = Counters{};  // errors seen outside any request (send/receive) during the warm-up
+    }
     const int signals_now = signals.load(std::memory_order_relaxed);
     if (!draining && (now >= end_ns_ || signals_now > 0)) {
       draining = true;
@@ -85,7 +97,7 @@ void LoadDriver::run(const std::atomic<int>& signals) {
       }
       // The load's last (maybe partial) second gets its line; the drain gets none.
       if (now - (next_tick_ns_ - kSecond) >= kSecond / 10) {
-        reporter_.progress(static_cast<double>(now - start_ns_) / 1e9, counters_,
+        reporter_.progress(static_cast<double>(now - measure_from_ns_) / 1e9, counters_,
                            model_.verify_counts(), *latencies_, table_.size());
       }
       next_tick_ns_ = INT64_MAX;
@@ -101,7 +113,7 @@ void LoadDriver::run(const std::atomic<int>& signals) {
       if (queues_[i].size() > 0 && !queues_[i].blocked) flush(i);
     }
     if (now >= next_tick_ns_) {
-      reporter_.progress(static_cast<double>(now - start_ns_) / 1e9, counters_,
+      reporter_.progress(static_cast<double>(now - measure_from_ns_) / 1e9, counters_,
                          model_.verify_counts(), *latencies_, table_.size());
       while (next_tick_ns_ <= now) next_tick_ns_ += kSecond;
     }
@@ -126,7 +138,7 @@ void LoadDriver::run(const std::atomic<int>& signals) {
   for (uint32_t slot = 0; slot < table_.capacity(); ++slot) {
     if (table_.in_use(slot)) end_request(slot, nullptr, /*abandoned=*/true);
   }
-  elapsed_s_ = static_cast<double>(now_ns() - start_ns_) / 1e9;
+  elapsed_s_ = static_cast<double>(std::max<int64_t>(0, now_ns() - measure_from_ns_)) / 1e9;
   latencies_->fold_interval();
 }
 
@@ -156,6 +168,7 @@ void LoadDriver::issue(int64_t now) {
     Slot& s = table_[slot];
     s.tag = model_.next();
     s.start_ns = config_.open_loop() ? schedule_.due_at(scheduled_++) : now;
+    s.warmup = s.start_ns < measure_from_ns_;
     s.socket = static_cast<uint16_t>(model_.socket_of(s.tag.user));
     if (!encode(s)) {  // cannot happen with the endpoints the model makes; never loop on it
       ++counters_.send_errors;
@@ -164,7 +177,7 @@ void LoadDriver::issue(int64_t now) {
       continue;
     }
     s.tries = 1;
-    ++counters_.ops[op_index(s.tag.op)].requests;
+    if (!s.warmup) ++counters_.ops[op_index(s.tag.op)].requests;
     enqueue(slot);
     table_.arm(slot, now + timeout_ns_);
   }
@@ -272,7 +285,9 @@ void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, in
     ++counters_.amplified_replies;
     return;
   }
-  const client::Decoded d = client::decode_response({data, len});
+  // --echo: the datagram is our request itself, which the request decoder reads.
+  const client::Decoded d =
+      config_.echo ? client::decode_request({data, len}) : client::decode_response({data, len});
   const uint32_t slot = d.header_valid ? table_.find(d.header.request_id) : InFlightTable::kNone;
   const size_t request_len = slot != InFlightTable::kNone ? table_[slot].len : client::kMinDatagram;
   if (len > request_len) ++counters_.amplified_replies;
@@ -290,8 +305,12 @@ void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, in
     ++counters_.mismatched_replies;  // the request stays in flight: its own answer may still come
     return;
   }
-  if (!client::has_required_tlvs(m)) ++counters_.malformed_replies;  // still its answer
-  latencies_->record(m.op, static_cast<uint64_t>(std::max<int64_t>(0, now - s.start_ns)) / 1000);
+  if (!config_.echo && !client::has_required_tlvs(m)) {
+    ++counters_.malformed_replies;  // still its answer
+  }
+  if (!s.warmup) {
+    latencies_->record(m.op, static_cast<uint64_t>(std::max<int64_t>(0, now - s.start_ns)) / 1000);
+  }
   end_request(slot, &m, false);
 }
 
@@ -304,7 +323,7 @@ void LoadDriver::expire(int64_t now, bool draining) {
       end_request(slot, nullptr, /*abandoned=*/true);
     } else {
       ++s.tries;
-      ++counters_.ops[op_index(s.tag.op)].retries;
+      if (!s.warmup) ++counters_.ops[op_index(s.tag.op)].retries;
       if (!s.queued) enqueue(slot);
       table_.arm(slot, now + timeout_ns_);
     }
@@ -313,6 +332,11 @@ void LoadDriver::expire(int64_t now, bool draining) {
 
 void LoadDriver::end_request(uint32_t slot, const client::Message* reply, bool abandoned) {
   Slot& s = table_[slot];
+  if (s.warmup) {
+    model_.complete(s.tag, reply);
+    table_.release(slot);
+    return;
+  }
   OpCounters& oc = counters_.ops[op_index(s.tag.op)];
   if (reply != nullptr) {
     ++oc.status[static_cast<size_t>(reply->status)];

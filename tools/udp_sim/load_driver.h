@@ -3,7 +3,8 @@
 // closed loop: keeping the window full), batches sends and receives with sendmmsg/recvmmsg over
 // the non-blocking sockets, matches replies by request_id (checking the echoed user_id and op),
 // re-sends timed-out tries with the same request_id, and hands a progress line to the Reporter
-// every second.
+// every second. A --warmup runs the same load first; its requests are sent, answered and given
+// to the model, but no figure counts them (Slot::warmup), and progress lines start after it.
 //
 // One thread, one poll loop: no locks, and no allocation per request once constructed. When the
 // duration is over or a signal arrives (`signals` counts SIGINT/SIGTERM), it sends nothing new,
@@ -89,6 +90,8 @@ class LoadDriver {
   OpenLoopSchedule schedule_{1, 0};
   uint64_t scheduled_ = 0;  // open loop: requests given a slot so far
   int64_t start_ns_ = 0;
+  int64_t measure_from_ns_ = 0;  // end of the warm-up: figures count requests from here on
+  bool warming_ = false;
   int64_t end_ns_ = 0;        // no new request from here on
   int64_t drain_end_ns_ = 0;  // while draining: give up on the rest from here on
   int64_t next_tick_ns_ = 0;  // next progress line

@@ -76,6 +76,10 @@ SimConfig read_config(const Options& opts) {
   if (!(c.duration_s > 0 && c.duration_s <= 1e6)) {
     throw UsageError("--duration must be between 0 and 1000000 seconds");
   }
+  c.warmup_s = opts.get<double>("warmup");
+  if (!(c.warmup_s >= 0 && c.warmup_s <= 1e6)) {
+    throw UsageError("--warmup must be between 0 and 1000000 seconds");
+  }
   if (opts.has("rate") && opts.has("window")) {
     throw UsageError("--rate (open loop) and --window (closed loop) exclude each other");
   }
@@ -109,6 +113,8 @@ SimConfig read_config(const Options& opts) {
                 static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   c.observed = opts.get<bool>("observed");
   c.verify = opts.get<bool>("verify");
+  c.echo = opts.get<bool>("echo");
+  if (c.echo && c.verify) throw UsageError("--echo and --verify exclude each other");
   c.json = opts.get<bool>("json");
   if (opts.has("csv")) {
     c.csv = opts.get<std::string>("csv");
@@ -124,6 +130,9 @@ int sim_main(int argc, char** argv) {
       "users", po::value<uint64_t>()->required(), "simulated users")(
       "duration", po::value<double>()->default_value(10),
       "seconds of load (the run always ends by itself)")(
+      "warmup", po::value<double>()->default_value(0),
+      "seconds of load before --duration, left out of every figure (users log in, caches and "
+      "the machine warm up; --verify still tracks it)")(
       "rate", po::value<double>(), "open loop: requests per second on a fixed schedule")(
       "window", po::value<uint32_t>()->default_value(64),
       "closed loop (the default): requests kept in flight")(
@@ -144,6 +153,9 @@ int sim_main(int argc, char** argv) {
       "own address (so no NAT in between)")(
       "verify", po::bool_switch(),
       "check every answer against the users' known state; exit 1 on a wrong one")(
+      "echo", po::bool_switch(),
+      "the target is a bare UDP echo server (e.g. ../shared/bench/udp_limit.c): each request's "
+      "own bytes are its OK answer; measures the machine's UDP path with the same pacing")(
       "json", po::bool_switch(), "final summary as one JSON object on stdout")(
       "csv", po::value<std::string>(),
       "write a time series to FILE: a header, then one row per second (elapsed_s, sent_per_s, "

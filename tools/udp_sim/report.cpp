@@ -150,7 +150,12 @@ std::string summary_text(const RunSummary& s) {
                                            : format("closed loop (window %u)", cfg.window);
   out += "udp_sim summary: " + u64(cfg.users) + " users (ids " + u64(cfg.first_user) + ".." +
          u64(cfg.first_user + cfg.users - 1) + ") against " + s.target + ", " + mode + ", " +
-         u64(cfg.sockets) + " sockets, seed " + u64(cfg.seed) + "\n";
+         u64(cfg.sockets) + " sockets, seed " + u64(cfg.seed) + (cfg.echo ? ", echo target" : "") +
+         "\n";
+  if (cfg.warmup_s > 0) {
+    out += format("  figures leave out a %.1f s warm-up before the measured %.1f s\n", cfg.warmup_s,
+                  cfg.duration_s);
+  }
   out += format("  elapsed %.2f s%s; requests %" PRIu64 ", replies %" PRIu64
                 " (%.0f/s), retries %" PRIu64 ", no_reply %" PRIu64 ", abandoned %" PRIu64,
                 s.elapsed_s, s.interrupted ? " (interrupted)" : "", c.requests(), c.replies(),
@@ -214,6 +219,8 @@ boost::json::object summary_json(const RunSummary& s) {
   o["timeout_ms"] = cfg.timeout_ms;
   o["retries"] = cfg.retries;
   o["observed"] = cfg.observed;
+  o["echo"] = cfg.echo;
+  o["warmup_s"] = cfg.warmup_s;
   o["duration_s"] = cfg.duration_s;
   o["elapsed_s"] = s.elapsed_s;
   o["interrupted"] = s.interrupted;

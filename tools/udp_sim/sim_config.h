@@ -36,6 +36,10 @@ struct SimConfig {
   uint64_t users = 0;
   uint64_t first_user = 1;  // user ids are first_user .. first_user + users - 1
   double duration_s = 10;
+  // Seconds of load before the measured `duration_s`: its requests are sent, answered and tracked
+  // by the model (--verify), but left out of every figure (start-up effects of this process, the
+  // machine and the servers' first writes do not end up in the percentiles).
+  double warmup_s = 0;
 
   // Exactly one of the two modes: open loop when rate > 0, else closed loop with `window`.
   double rate = 0;       // requests per second, on a fixed schedule
@@ -49,6 +53,10 @@ struct SimConfig {
   uint32_t ipv6_percent = 10;  // share of users whose synthetic endpoint is IPv6
   bool observed = false;       // send no ENDPOINT: the server stores the datagram's source
   bool verify = false;
+  // --echo: the target echoes datagrams back unchanged (a bare UDP echo server such as the
+  // yardstick ../shared/bench/udp_limit.c): each request's own bytes count as its OK answer. For
+  // measuring the machine's UDP path with the same pacing and timing as a real run.
+  bool echo = false;
   bool json = false;
   std::string csv;  // --csv FILE: one row per progress line (per second); empty: none
   // Authentication (DESIGN §6): with --auth-key-file, the key (read at start-up); LoadDriver
