@@ -2,9 +2,10 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "common/bytes.h"
 
@@ -44,18 +45,48 @@ const char* to_string(TokenCheck c) {
   return "unknown";
 }
 
-std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry) {
+struct TokenMac::Impl {
+  EVP_MAC* mac = nullptr;
+  EVP_MAC_CTX* ctx = nullptr;
+  ~Impl() {
+    EVP_MAC_CTX_free(ctx);
+    EVP_MAC_free(mac);
+  }
+};
+
+TokenMac::TokenMac(std::span<const uint8_t> key) : impl_(new Impl) {
+  static const uint8_t kNoKey = 0;  // a null key pointer would mean "keep the current key"
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+                               OSSL_PARAM_construct_end()};
+  impl_->mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (impl_->mac != nullptr) impl_->ctx = EVP_MAC_CTX_new(impl_->mac);
+  if (impl_->ctx == nullptr ||
+      EVP_MAC_init(impl_->ctx, key.empty() ? &kNoKey : key.data(), key.size(), params) != 1) {
+    delete impl_;
+    throw std::runtime_error("OpenSSL has no usable HMAC-SHA256");
+  }
+}
+
+TokenMac::~TokenMac() { delete impl_; }
+
+std::array<uint8_t, 16> TokenMac::operator()(uint64_t user_id, uint32_t expiry) {
   const auto msg = token_message(user_id, expiry);
   uint8_t full[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
+  size_t len = 0;
   std::array<uint8_t, 16> mac{};
-  // HMAC() fails only on an unusable digest or a null key pointer with a non-zero length.
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg.data(), msg.size(), full,
-           &len) != nullptr &&
-      len >= mac.size()) {
+  // A null key re-initialises with the key set at construction. These fail only on allocation
+  // failure inside OpenSSL; the all-zero MAC then matches no real token's.
+  if (EVP_MAC_init(impl_->ctx, nullptr, 0, nullptr) == 1 &&
+      EVP_MAC_update(impl_->ctx, msg.data(), msg.size()) == 1 &&
+      EVP_MAC_final(impl_->ctx, full, &len, sizeof full) == 1 && len >= mac.size()) {
     std::memcpy(mac.data(), full, mac.size());
   }
   return mac;
+}
+
+std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry) {
+  return TokenMac(key)(user_id, expiry);
 }
 
 client::Token make_token(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry) {
@@ -66,13 +97,30 @@ client::Token make_token(std::span<const uint8_t> key, uint64_t user_id, uint32_
   return t;
 }
 
-TokenCheck verify_token(std::span<const uint8_t> key, const client::Token& token,
-                        uint64_t header_user_id, uint32_t now) {
+namespace {
+
+template <typename MacOf>
+TokenCheck check_token(MacOf&& mac_of, const client::Token& token, uint64_t header_user_id,
+                       uint32_t now) {
   if (token.user_id != header_user_id) return TokenCheck::kWrongUser;
   if (token.expiry <= now) return TokenCheck::kExpired;
-  const auto want = token_mac(key, token.user_id, token.expiry);
+  const std::array<uint8_t, 16> want = mac_of(token.user_id, token.expiry);
   if (CRYPTO_memcmp(want.data(), token.mac.data(), want.size()) != 0) return TokenCheck::kBadMac;
   return TokenCheck::kOk;
+}
+
+}  // namespace
+
+TokenCheck verify_token(std::span<const uint8_t> key, const client::Token& token,
+                        uint64_t header_user_id, uint32_t now) {
+  return check_token([&](uint64_t id, uint32_t expiry) { return token_mac(key, id, expiry); },
+                     token, header_user_id, now);
+}
+
+TokenCheck verify_token(TokenMac& mac, const std::optional<client::Token>& token,
+                        uint64_t header_user_id, uint32_t now) {
+  if (!token) return TokenCheck::kMissing;
+  return check_token(mac, *token, header_user_id, now);
 }
 
 TokenCheck verify_token(std::span<const uint8_t> key, const std::optional<client::Token>& token,

@@ -2,7 +2,8 @@
 // bytes of HMAC-SHA256(key, user_id ‖ expiry), all big-endian. Issued by the IM system's auth
 // service (and `imctl token` for tests), checked by login servers started with --auth-key-file.
 // Pure: no I/O, no clock (callers pass `now`), no exceptions; the MAC is compared in constant time
-// (CRYPTO_memcmp). Any thread may call any of these concurrently.
+// (CRYPTO_memcmp). Any thread may call the free functions concurrently; a TokenMac belongs to one
+// thread.
 #pragma once
 
 #include <array>
@@ -29,7 +30,26 @@ enum class TokenCheck : uint8_t {
 };
 const char* to_string(TokenCheck c);
 
-// The 16-byte MAC of (user_id, expiry) under `key`.
+// HMAC-SHA256 under one key, set up once: each MAC only re-initialises the keyed context, where a
+// one-shot HMAC() fetches the digest (under OpenSSL's provider lock) and schedules the key again.
+// A login worker keeps one for its data path. Not thread-safe: one per thread.
+class TokenMac {
+ public:
+  // Throws std::runtime_error if OpenSSL has no HMAC-SHA256.
+  explicit TokenMac(std::span<const uint8_t> key);
+  ~TokenMac();
+  TokenMac(const TokenMac&) = delete;
+  TokenMac& operator=(const TokenMac&) = delete;
+
+  // The 16-byte MAC of (user_id, expiry).
+  std::array<uint8_t, 16> operator()(uint64_t user_id, uint32_t expiry);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// The 16-byte MAC of (user_id, expiry) under `key` (a TokenMac made for the call).
 std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry);
 
 client::Token make_token(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry);
@@ -38,6 +58,8 @@ client::Token make_token(std::span<const uint8_t> key, uint64_t user_id, uint32_
 TokenCheck verify_token(std::span<const uint8_t> key, const client::Token& token,
                         uint64_t header_user_id, uint32_t now);
 TokenCheck verify_token(std::span<const uint8_t> key, const std::optional<client::Token>& token,
+                        uint64_t header_user_id, uint32_t now);
+TokenCheck verify_token(TokenMac& mac, const std::optional<client::Token>& token,
                         uint64_t header_user_id, uint32_t now);
 
 // The 28 TOKEN bytes, as they travel in the TLV.

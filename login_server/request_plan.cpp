@@ -74,7 +74,7 @@ Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uin
 
   const client::Message& m = d.msg;
   if (auth && (m.op == Op::kLogin || m.op == Op::kHeartbeat || m.op == Op::kLogout)) {
-    const TokenCheck check = verify_token(auth->key, m.token, m.user_id, auth->now);
+    const TokenCheck check = verify_token(*auth->mac, m.token, m.user_id, auth->now);
     if (check != TokenCheck::kOk) {
       Plan p = reply_plan(Status::kUnauthorized,
                           client::encode_error_reply(d.header, Status::kUnauthorized, reply));

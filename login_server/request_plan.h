@@ -42,9 +42,9 @@ struct Plan {
 
 // Authentication (DESIGN §6), when the login server has a key: LOGIN, HEARTBEAT and LOGOUT need a
 // valid TOKEN for the header's user_id, unexpired at `now` (Unix seconds); LOOKUP and PING need
-// none. The key is owned elsewhere and outlives the policy.
+// none. The keyed MAC (one per worker thread) is owned elsewhere and outlives the policy.
 struct AuthPolicy {
-  std::span<const uint8_t> key;
+  TokenMac* mac = nullptr;
   uint32_t now = 0;
 };
 

@@ -37,6 +37,8 @@ Worker::Worker(uint32_t index, const WorkerSettings& settings, TableSource* tabl
       settings_(settings),
       tables_(tables),
       tick_timer_(ctx_),
+      token_mac_(settings.auth_key.empty() ? nullptr
+                                           : std::make_unique<TokenMac>(settings.auth_key)),
       limiter_(settings.rate_limit) {}
 
 Worker::~Worker() { join(); }
@@ -294,9 +296,9 @@ void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr&
   if (!limiter_.allow(source, now)) {
     plan = plan_rate_limited({data, size}, reply_buf);
   } else {
-    const AuthPolicy auth{.key = settings_.auth_key, .now = unix_now_};
+    const AuthPolicy auth{.mac = token_mac_.get(), .now = unix_now_};
     plan = plan_request({data, size}, source, routing_ ? routing_->version() : 0, reply_buf,
-                        settings_.auth_key.empty() ? nullptr : &auth);
+                        token_mac_ ? &auth : nullptr);
   }
   switch (plan.kind) {
     case Plan::kDrop:

@@ -131,6 +131,7 @@ class Worker final : public LinkListener {
   std::function<void()> links_tried_;
   std::function<void(uint64_t)> on_commit_;
   WorkerCounters counters_;
+  std::unique_ptr<TokenMac> token_mac_;  // keyed once; null: authentication off
   RateLimiter limiter_;
   uint32_t unix_now_ = 0;  // wall clock seconds, read once per receive burst (token expiry)
 

@@ -68,6 +68,30 @@ TEST_CASE("token: golden HMAC-SHA256 values") {
   CHECK(to_hex(t2.mac) == "c7d1031ab4929625467c44a6219fc468");
 }
 
+TEST_CASE("token: a TokenMac reused for many MACs gives the golden values every time") {
+  TokenMac mac(key_00_1f());
+  std::string error;
+  const auto key2 = parse_hex_key("0123456789abcdef0123456789abcdef", error);
+  REQUIRE(key2);
+  TokenMac mac2(*key2);
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    CHECK(to_hex(mac(42, 0x6553f100)) == "08c224fbeec79c84e79a6e2a61f2bfe0");
+    CHECK(to_hex(mac2(UINT64_MAX, UINT32_MAX)) == "c7d1031ab4929625467c44a6219fc468");
+  }
+  // Interleaved with other messages, each MAC is that of its own message.
+  for (uint64_t id = 1; id <= 300; ++id) {
+    REQUIRE(mac(id, kNow) == token_mac(key_00_1f(), id, kNow));
+  }
+  CHECK(verify_token(mac, make_token(key_00_1f(), 7, kNow + 1), 7, kNow) == TokenCheck::kOk);
+  CHECK(verify_token(mac2, make_token(key_00_1f(), 7, kNow + 1), 7, kNow) == TokenCheck::kBadMac);
+  CHECK(verify_token(mac, std::nullopt, 7, kNow) == TokenCheck::kMissing);
+  // An empty key is a key too (HMAC pads it), not "keep the previous one".
+  TokenMac empty(std::span<const uint8_t>{});
+  CHECK(empty(1, 2) == token_mac({}, 1, 2));
+  CHECK(empty(1, 2) != mac(1, 2));
+}
+
 TEST_CASE("token: verify_token accepts a valid token and names each failure") {
   const auto key = key_00_1f();
   const client::Token t = make_token(key, 42, kNow + 60);
@@ -121,7 +145,8 @@ TEST_CASE("token: parse_hex_key") {
 
 TEST_CASE("auth: LOGIN, HEARTBEAT and LOGOUT need a valid token for their user") {
   const auto key = key_00_1f();
-  const AuthPolicy auth{.key = key, .now = kNow};
+  TokenMac mac(key);
+  const AuthPolicy auth{.mac = &mac, .now = kNow};
   const client::Token good = make_token(key, 42, kNow + 3600);
   for (Op op : {Op::kLogin, Op::kHeartbeat, Op::kLogout}) {
     CAPTURE(client::to_string(op));
@@ -162,7 +187,8 @@ TEST_CASE("auth: LOGIN, HEARTBEAT and LOGOUT need a valid token for their user")
 
 TEST_CASE("auth: LOOKUP and PING need no token, and auth off needs none at all") {
   const auto key = key_00_1f();
-  const AuthPolicy auth{.key = key, .now = kNow};
+  TokenMac mac(key);
+  const AuthPolicy auth{.mac = &mac, .now = kNow};
   CHECK(plan(request(Op::kLookup, 42, std::nullopt), &auth).plan.kind == Plan::kForward);
   auto ping = plan(request(Op::kPing, 0, std::nullopt), &auth);
   CHECK(ping.plan.kind == Plan::kReply);
