@@ -10,10 +10,33 @@
 #         longer owns, against the same load without a purge, in one run; and the time a new
 #         table version takes to reach every node.
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
-# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3").
+# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_GUEST_HALT_POLL_NS
+# (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-trap stop_all EXIT
+
+# KVM guests: cpuidle-haltpoll polls a few hundred microseconds before halting an idle vCPU. With
+# guest_halt_poll_ns at 0 every wake-up of an idle vCPU is a round trip through the host (here: a
+# cross-CPU UDP ping-pong 13k/s instead of 117k/s), which dominates latency at moderate load.
+# BENCH_GUEST_HALT_POLL_NS=N sets it for the run (root) and puts the old value back at exit.
+halt_poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+halt_poll_saved=""
+restore_host() {
+  [[ -n "$halt_poll_saved" ]] && echo "$halt_poll_saved" >"$halt_poll" 2>/dev/null || true
+}
+if [[ -n "${BENCH_GUEST_HALT_POLL_NS:-}" ]]; then
+  [[ -w "$halt_poll" ]] || { echo "bench.sh: cannot write $halt_poll (not a KVM guest, or not root)" >&2; exit 1; }
+  halt_poll_saved=$(cat "$halt_poll")
+  echo "$BENCH_GUEST_HALT_POLL_NS" >"$halt_poll"
+fi
+host_note() {
+  if [[ -r "$halt_poll" ]]; then
+    echo "== host: $(nproc) cores, KVM guest halt polling guest_halt_poll_ns=$(cat "$halt_poll") (kernel default 200000)"
+  else
+    echo "== host: $(nproc) cores"
+  fi
+}
+trap 'stop_all; restore_host' EXIT
 
 seconds="${BENCH_SECONDS:-5}"
 records="${BENCH_RECORDS:-10000000}"
@@ -79,7 +102,8 @@ bench_e2e() {
   [[ -f "$yardstick" ]] || { echo "bench.sh: $yardstick not found (shared/ beside the repo)" >&2; exit 1; }
   cc -O2 -o "$work/udp_limit" "$yardstick"
   export IMHASH_RUN="$work/cluster"
-  trap 'IMHASH_RUN="$work/cluster" "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null; stop_all' EXIT
+  trap 'IMHASH_RUN="$work/cluster" "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null; stop_all; restore_host' EXIT
+  host_note
   local sim="$IMHASH_BUILD/tools/udp_sim/udp_sim" port
   port=$(free_port)
   # One hash server measures the path itself (UDP in, TCP to a hash server and back, UDP out);
@@ -125,6 +149,7 @@ bench_e2e() {
 
 bench_purge() {
   build_release --bench
+  host_note
   local n="${BENCH_PURGE_RECORDS:-5000000}" first=1000000000
   touch "$work/config.out"
   "$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
