@@ -54,7 +54,7 @@ struct TokenMac::Impl {
   }
 };
 
-TokenMac::TokenMac(std::span<const uint8_t> key) : impl_(new Impl) {
+TokenMac::TokenMac(std::span<const uint8_t> key) : impl_(std::make_unique<Impl>()) {
   static const uint8_t kNoKey = 0;  // a null key pointer would mean "keep the current key"
   char digest[] = "SHA256";
   const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0),
@@ -63,12 +63,11 @@ TokenMac::TokenMac(std::span<const uint8_t> key) : impl_(new Impl) {
   if (impl_->mac != nullptr) impl_->ctx = EVP_MAC_CTX_new(impl_->mac);
   if (impl_->ctx == nullptr ||
       EVP_MAC_init(impl_->ctx, key.empty() ? &kNoKey : key.data(), key.size(), params) != 1) {
-    delete impl_;
     throw std::runtime_error("OpenSSL has no usable HMAC-SHA256");
   }
 }
 
-TokenMac::~TokenMac() { delete impl_; }
+TokenMac::~TokenMac() = default;
 
 std::array<uint8_t, 16> TokenMac::operator()(uint64_t user_id, uint32_t expiry) {
   const auto msg = token_message(user_id, expiry);

@@ -6,15 +6,15 @@
 
 namespace imhash::sim {
 
-TokenSource::TokenSource(std::vector<uint8_t> key, uint64_t first_user, uint32_t users)
-    : key_(std::move(key)), first_user_(first_user), entries_(users) {}
+TokenSource::TokenSource(std::span<const uint8_t> key, uint64_t first_user, uint32_t users)
+    : mac_(key), first_user_(first_user), entries_(users) {}
 
 client::Token TokenSource::token_for(uint32_t user, uint32_t now) {
   Entry& e = entries_[user];
   const uint64_t id = first_user_ + user;
   if (e.expiry == 0 || uint64_t{e.expiry} < uint64_t{now} + kRenewBefore) {
     e.expiry = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{now} + kValidity, UINT32_MAX));
-    e.mac = token_mac(key_, id, e.expiry);
+    e.mac = mac_(id, e.expiry);
     ++macs_computed_;
   }
   client::Token t;

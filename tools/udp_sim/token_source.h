@@ -1,17 +1,20 @@
 // TokenSource: the authentication tokens (DESIGN §6) udp_sim puts into LOGIN, HEARTBEAT and LOGOUT
 // when run with --auth-key-file. One token per user, made on the user's first request and kept in
 // a table allocated once at construction (20 bytes a user), so the hot path allocates nothing and
-// computes at most one HMAC per user; a token is made anew (valid for another hour) once it has
-// less than kRenewBefore seconds left, so runs longer than an hour keep working.
+// computes at most one HMAC per user (with one keyed TokenMac); a token is made anew (valid for
+// another hour) once it has less than kRenewBefore seconds left, so runs longer than an hour keep
+// working.
 //
 // Not thread-safe: used on the LoadDriver's thread.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/client_protocol.h"
+#include "common/token.h"
 
 namespace imhash::sim {
 
@@ -20,7 +23,7 @@ class TokenSource {
   static constexpr uint32_t kValidity = 3600;    // seconds
   static constexpr uint32_t kRenewBefore = 600;  // seconds
 
-  TokenSource(std::vector<uint8_t> key, uint64_t first_user, uint32_t users);
+  TokenSource(std::span<const uint8_t> key, uint64_t first_user, uint32_t users);
 
   // The token of user index `user` (id first_user + user), valid at `now` (Unix seconds).
   client::Token token_for(uint32_t user, uint32_t now);
@@ -31,7 +34,7 @@ class TokenSource {
     uint32_t expiry = 0;  // 0: none yet
     std::array<uint8_t, 16> mac{};
   };
-  const std::vector<uint8_t> key_;
+  TokenMac mac_;  // keyed once
   const uint64_t first_user_;
   std::vector<Entry> entries_;
   uint64_t macs_computed_ = 0;
