@@ -178,11 +178,16 @@ int sim_main(int argc, char** argv) {
       .verify = config.verify,
       .seed = config.seed,
   });
-  spdlog::info("{} users against {}, {} for {} s, seed {}", config.users,
-               sockets.target().to_string(),
-               config.open_loop() ? "rate " + std::to_string(config.rate) + "/s"
-                                  : "window " + std::to_string(config.window),
-               config.duration_s, config.seed);
+  spdlog::info(
+      "{} users against {}{}, {} for {} s{}, seed {}", config.users, sockets.target().to_string(),
+      config.echo ? " (echo)" : "",
+      config.open_loop() ? "rate " + std::to_string(config.rate) + "/s"
+                         : "window " + std::to_string(config.window),
+      config.duration_s,
+      config.warmup_s > 0
+          ? fmt::format(" after a {} s warm-up (no progress lines during it)", config.warmup_s)
+          : std::string(),
+      config.seed);
 
   install_signal_handlers();
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
