@@ -191,6 +191,11 @@ DecodeStatus decode_request(const Header& h, std::span<const uint8_t> body, Requ
   return finish(r);
 }
 
+std::optional<uint64_t> peek_request_id(const Header& h, std::span<const uint8_t> body) {
+  if (!is_keyed(h.type) || body.size() < sizeof(uint64_t)) return std::nullopt;
+  return bytes::get_u64(body.data());  // the id leads each of these bodies (see decode_request)
+}
+
 DecodeStatus decode_response(const Header& h, std::span<const uint8_t> body, Response& out) {
   out = Response{};
   out.type = h.type;

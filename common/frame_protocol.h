@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,11 @@ enum class FrameType : uint8_t {
   kPurge = 6,   // start, cancel or query a lazy purge on the shard
   kPing = 7,    // liveness probe; empty body both ways
 };
+
+// Requests about one user id (their body starts with it), which a shard routes and checks.
+constexpr bool is_keyed(FrameType t) {
+  return t == FrameType::kUpsert || t == FrameType::kGet || t == FrameType::kDelete;
+}
 
 enum class FrameStatus : uint8_t {
   kOk = 0,
@@ -151,6 +157,10 @@ DecodeStatus next_frame(std::span<const uint8_t> in, Header& header, std::span<c
                         size_t& consumed);
 
 DecodeStatus decode_request(const Header& header, std::span<const uint8_t> body, Request& out);
+// The user id of an UPSERT, GET or DELETE frame, read without decoding the rest of the body (to
+// prefetch its record before the frame is handled); nullopt for other frames and short bodies.
+// decode_request still validates the frame.
+std::optional<uint64_t> peek_request_id(const Header& header, std::span<const uint8_t> body);
 DecodeStatus decode_response(const Header& header, std::span<const uint8_t> body, Response& out);
 
 // Append one encoded frame to `out` (amortised: no allocation once `out` has grown).

@@ -105,7 +105,7 @@ void RecordStore::erase_at(size_t hole) {
 }
 
 void RecordStore::grow() {
-  std::vector<Slot> old(slots_.size() * 2, Slot{});
+  decltype(slots_) old(slots_.size() * 2, Slot{});
   old.swap(slots_);
   mask_ = slots_.size() - 1;
   ++generation_;

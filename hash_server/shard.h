@@ -64,6 +64,9 @@ class Shard {
 
  private:
   boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> in);
+  // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
+  // kPrefetchBatch); returns the size of the frames it looked at, 0 if the first is incomplete.
+  size_t prefetch_records(std::span<const uint8_t> frames) const;
   // Decodes and answers one request; returns false when the frame is malformed (close the link).
   bool handle(const frame::Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out);
   void handle_purge(const frame::Request& q, frame::Response& r);

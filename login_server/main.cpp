@@ -21,6 +21,10 @@ int login_server_main(int argc, char** argv) {
       "config", po::value<std::string>(),
       "config server HOST:PORT: register there and take every table it pushes")(
       "threads", po::value<uint32_t>()->default_value(cores), "worker threads (default: cores)")(
+      "idle-poll-us", po::value<uint32_t>()->default_value(200),
+      "under heavy load (a worker busy at least half of the last millisecond), poll this long "
+      "after the last event before sleeping, yielding the core between polls: fewer wake-ups, "
+      "more CPU (0: always sleep at once)")(
       "metrics", po::value<std::string>(),
       "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
       "'listening on' line")(
@@ -50,6 +54,9 @@ int login_server_main(int argc, char** argv) {
   config.udp_port = udp.port;
   config.threads = opts.get<uint32_t>("threads");
   if (config.threads == 0 || config.threads > 256) throw UsageError("--threads must be 1 to 256");
+  const uint32_t idle_poll = opts.get<uint32_t>("idle-poll-us");
+  if (idle_poll > 100000) throw UsageError("--idle-poll-us must be 0 to 100000");
+  config.worker.idle_poll = std::chrono::microseconds(idle_poll);
   const uint32_t timeout = opts.get<uint32_t>("timeout-ms");
   if (timeout == 0 || timeout > 60000) throw UsageError("--timeout-ms must be 1 to 60000");
   auto& link = config.worker.link;

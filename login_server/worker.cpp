@@ -6,6 +6,8 @@
 #include <cassert>
 #include <ctime>
 
+#include "common/event_loop.h"
+
 namespace asio = boost::asio;
 
 namespace imhash {
@@ -47,7 +49,7 @@ void Worker::start(int udp_fd, asio::ip::udp protocol) {
   udp_.emplace(ctx_, protocol, udp_fd);
   asio::co_spawn(ctx_, receive_loop(), asio::detached);
   schedule_tick();
-  thread_ = std::thread([this] { ctx_.run(); });
+  thread_ = std::thread([this] { run_event_loop(ctx_, settings_.idle_poll); });
 }
 
 void Worker::join() {

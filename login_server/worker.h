@@ -50,6 +50,8 @@ struct WorkerCounters {
 struct WorkerSettings {
   LinkSettings link;
   std::chrono::milliseconds tick{10};
+  // How long the event loop keeps polling after its last event while busy (common/event_loop.h).
+  std::chrono::microseconds idle_poll{0};
   // DESIGN §6. Empty: authentication off. Otherwise LOGIN/HEARTBEAT/LOGOUT need a TOKEN MACed
   // with this key (login_server --auth-key-file).
   std::vector<uint8_t> auth_key;

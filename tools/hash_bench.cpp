@@ -86,12 +86,14 @@ std::vector<uint64_t> shard_ids(uint16_t shard, uint16_t shard_count, uint64_t k
 }
 
 // One connection: write `pipeline` requests, read as many replies, repeat until `until`.
-// `rounds` bounds the number of pipelines sent (0: no bound).
-asio::awaitable<void> drive(tcp::socket socket, std::vector<uint64_t> ids, FrameType type,
-                            uint32_t pipeline, std::chrono::steady_clock::time_point until,
-                            uint64_t rounds, uint64_t* done, uint64_t* errors) {
+// `rounds` bounds the number of pipelines sent (0: no bound). It cycles through `ids` from
+// `first`, so that connections sharing a shard do not all ask for the same ids at once.
+asio::awaitable<void> drive(tcp::socket socket, std::span<const uint64_t> ids, size_t first,
+                            FrameType type, uint32_t pipeline,
+                            std::chrono::steady_clock::time_point until, uint64_t rounds,
+                            uint64_t* done, uint64_t* errors) {
   std::vector<uint8_t> out, in(1 << 20);
-  size_t have = 0, next = 0;
+  size_t have = 0, next = first;
   for (uint64_t round = 0;
        (rounds == 0 || round < rounds) && std::chrono::steady_clock::now() < until; ++round) {
     out.clear();
@@ -130,12 +132,13 @@ double run_phase(const BenchConfig& cfg, FrameType type) {
   asio::io_context ctx(1);
   uint64_t done = 0, errors = 0;
   auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<uint64_t>> ids;  // per shard; outlives the connections, which share it
   asio::co_spawn(
       ctx,
       [&]() -> asio::awaitable<void> {
         uint16_t shard_count = 1;
         { co_await connect_shard(cfg, 0, &shard_count); }
-        std::vector<std::vector<uint64_t>> ids(shard_count);
+        ids.resize(shard_count);
         for (uint16_t s = 0; s < shard_count; ++s)
           ids[s] = shard_ids(s, shard_count, cfg.keys, cfg.first_id);
         std::vector<tcp::socket> sockets;
@@ -146,9 +149,11 @@ double run_phase(const BenchConfig& cfg, FrameType type) {
         const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                        std::chrono::duration<double>(cfg.seconds));
         for (uint32_t c = 0; c < cfg.connections; ++c) {
+          const auto& mine = ids[c % shard_count];
+          const size_t first = mine.size() * (c / shard_count) * shard_count / cfg.connections;
           asio::co_spawn(co_await asio::this_coro::executor,
-                         drive(std::move(sockets[c]), ids[c % shard_count], type, cfg.pipeline,
-                               until, 0, &done, &errors),
+                         drive(std::move(sockets[c]), mine, first, type, cfg.pipeline, until, 0,
+                               &done, &errors),
                          asio::detached);
         }
       },
@@ -211,20 +216,22 @@ int bench_main(int argc, char** argv) {
     cfg.pipeline = 256;
     asio::io_context ctx(1);
     uint64_t done = 0, errors = 0;
+    std::vector<std::vector<uint64_t>> ids;  // per shard; outlives the connections
     asio::co_spawn(
         ctx,
         [&]() -> asio::awaitable<void> {
           uint16_t shard_count = 1;
           { co_await connect_shard(cfg, 0, &shard_count); }
+          ids.resize(shard_count);
           for (uint16_t s = 0; s < shard_count; ++s) {
-            auto ids = shard_ids(s, shard_count, n, cfg.first_id);
-            if (ids.empty()) continue;
+            ids[s] = shard_ids(s, shard_count, n, cfg.first_id);
+            if (ids[s].empty()) continue;
             auto socket = co_await connect_shard(cfg, s, nullptr);
             // Whole pipelines, rounded up: the few extra requests repeat ids (replaces).
-            const uint64_t rounds = (ids.size() + cfg.pipeline - 1) / cfg.pipeline;
+            const uint64_t rounds = (ids[s].size() + cfg.pipeline - 1) / cfg.pipeline;
             asio::co_spawn(
                 co_await asio::this_coro::executor,
-                drive(std::move(socket), std::move(ids), FrameType::kUpsert, cfg.pipeline,
+                drive(std::move(socket), ids[s], 0, FrameType::kUpsert, cfg.pipeline,
                       std::chrono::steady_clock::time_point::max(), rounds, &done, &errors),
                 asio::detached);
           }

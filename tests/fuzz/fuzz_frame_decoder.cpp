@@ -1,6 +1,7 @@
 // Fuzz target for the login<->hash frame decoder (common/frame_protocol.h).
 // Invariants: the stream splitter never reads past its input and consumes exactly one frame;
-// every request or response that decodes re-encodes to bytes that decode to an equal value.
+// every request or response that decodes re-encodes to bytes that decode to an equal value;
+// peek_request_id (the prefetch pass) agrees with decode_request on every request that decodes.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -48,6 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(used >= kHeaderSize && used <= in.size() && used <= 4 + size_t{kMaxFrameLength});
     check(body.data() == in.data() + kHeaderSize && body.size() == used - kHeaderSize);
     round_trip<Request>(h, body, decode_request, append_request);
+    const auto peeked = peek_request_id(h, body);
+    if (Request q; decode_request(h, body, q) == DecodeStatus::kOk) {
+      check(peeked.has_value() == is_keyed(q.type) && (!peeked || *peeked == q.id));
+    }
     round_trip<Response>(h, body, decode_response, append_response);
     in = in.subspan(used);
   }

@@ -196,6 +196,8 @@ TEST_CASE("login_server: bad flags and tables fail with clear exit codes") {
   CHECK(missing.stop(0) == 78);
   test::ChildProcess bad_threads(IMHASH_LOGIN_SERVER, {"--threads", "0", "--table", "x"});
   CHECK(bad_threads.stop(0) == 64);
+  test::ChildProcess bad_poll(IMHASH_LOGIN_SERVER, {"--idle-poll-us", "100001", "--table", "x"});
+  CHECK(bad_poll.stop(0) == 64);
 }
 
 TEST_CASE("login_server: udp_sim --verify passes with 100k users over 3 hash servers") {

@@ -66,17 +66,27 @@ std::vector<Response> sample_responses() {
   return v;
 }
 
+struct OneFrame {
+  Header h;
+  std::span<const uint8_t> body;
+};
+
+// Splits `buf`, which must hold exactly one whole frame.
+OneFrame split_one(const std::vector<uint8_t>& buf) {
+  OneFrame f;
+  size_t used = 0;
+  REQUIRE(next_frame(buf, f.h, f.body, used) == DecodeStatus::kOk);
+  CHECK(used == buf.size());
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("frame_protocol: every request and response round-trips") {
   for (const Request& q : sample_requests()) {
     std::vector<uint8_t> buf;
     append_request(q, buf);
-    Header h;
-    std::span<const uint8_t> body;
-    size_t used = 0;
-    REQUIRE(next_frame(buf, h, body, used) == DecodeStatus::kOk);
-    CHECK(used == buf.size());
+    const auto [h, body] = split_one(buf);
     Request back;
     REQUIRE(decode_request(h, body, back) == DecodeStatus::kOk);
     CHECK(back == q);
@@ -84,11 +94,7 @@ TEST_CASE("frame_protocol: every request and response round-trips") {
   for (const Response& s : sample_responses()) {
     std::vector<uint8_t> buf;
     append_response(s, buf);
-    Header h;
-    std::span<const uint8_t> body;
-    size_t used = 0;
-    REQUIRE(next_frame(buf, h, body, used) == DecodeStatus::kOk);
-    CHECK(used == buf.size());
+    const auto [h, body] = split_one(buf);
     Response back;
     REQUIRE(decode_response(h, body, back) == DecodeStatus::kOk);
     CHECK(back == s);
@@ -226,4 +232,18 @@ TEST_CASE("frame_protocol: bodies of the wrong size or with bad fields are malfo
   append_request(Request{.type = FrameType::kPurge}, purge);
   purge[20] = 9;
   CHECK(decode(purge) == DecodeStatus::kBadBody);
+}
+
+TEST_CASE("frame_protocol: peek_request_id reads the id of keyed requests only") {
+  for (const Request& q : sample_requests()) {
+    std::vector<uint8_t> buf;
+    append_request(q, buf);
+    const auto [h, body] = split_one(buf);
+    const bool keyed = is_keyed(q.type);
+    const auto id = peek_request_id(h, body);
+    CHECK(id.has_value() == keyed);
+    if (keyed) CHECK(*id == q.id);
+    // A keyed body too short to hold the id is not read (decode_request rejects it later).
+    if (keyed) CHECK_FALSE(peek_request_id(h, body.first(7)).has_value());
+  }
 }

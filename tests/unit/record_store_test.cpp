@@ -77,6 +77,28 @@ TEST_CASE("record_store: agrees with std::unordered_map under random churn and g
   }
 }
 
+TEST_CASE("record_store: a table past 2 MiB (huge-page backed) keeps every record through growth") {
+  RecordStore s(16);
+  constexpr uint64_t kCount = 200000;  // 512k slots of 24 bytes after growth
+  size_t fresh = 0, erased = 0, wrong = 0;
+  for (uint64_t id = 0; id < kCount; ++id) {
+    s.prefetch(id * 7919);  // a hint only: never changes what the table holds
+    fresh += s.upsert(id * 7919, ep4(static_cast<uint32_t>(id)), static_cast<uint32_t>(id));
+  }
+  CHECK(fresh == kCount);
+  CHECK(s.capacity() * 24 > (size_t{2} << 20));
+  for (uint64_t id = 0; id < kCount; id += 2) erased += s.erase(id * 7919);
+  CHECK(erased == kCount / 2);
+  CHECK(s.size() == kCount / 2);
+  for (uint64_t id = 0; id < kCount; ++id) {
+    RecordStore::Record r;
+    s.prefetch(id * 7919);
+    const bool found = s.get(id * 7919, r);
+    wrong += found != (id % 2 == 1) || (found && !(r.endpoint == ep4(static_cast<uint32_t>(id))));
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("record_store: IPv6 addresses are reused after erase") {
   RecordStore s;
   auto churn = [&s](uint64_t base) {
