@@ -388,18 +388,25 @@ TEST_CASE("udp_sim: --observed registers the sockets' own addresses") {
   CHECK(ports.size() == 3);
 }
 
-TEST_CASE("udp_sim: open loop sends on its schedule") {
-  FakeLoginServer server;
-  const SimRun run = run_json(
-      {"--target", server.address(), "--users", "100", "--duration", "1", "--rate", "2000"}, 30s);
-  const auto& s = run.summary;
-  CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 0);
-  check_accounting(s);
-  CHECK(s.at("mode").as_string() == "open");
-  // Requests due in [start, start + 1 s): exactly 2000, sent or (if the machine stalled) unsent.
-  CHECK(num(s.at("requests")) + num(s.at("unsent")) == 2000);
-  CHECK(num(s.at("requests")) >= 1900);
+TEST_CASE("udp_sim: open loop sends on its schedule, sleeping or busy-waiting") {
+  for (const bool busy_wait : {false, true}) {
+    CAPTURE(busy_wait);
+    FakeLoginServer server;
+    std::vector<std::string> args = {"--target", server.address(), "--users",
+                                     "100",      "--duration",     "1",
+                                     "--rate",   "2000",           "--verify"};
+    if (busy_wait) args.push_back("--busy-wait");
+    const SimRun run = run_json(args, 30s);
+    const auto& s = run.summary;
+    CAPTURE(boost::json::serialize(s));
+    CHECK(run.exit_code == 0);
+    check_accounting(s);
+    CHECK(s.at("mode").as_string() == "open");
+    // Requests due in [start, start + 1 s): exactly 2000, sent or (if the machine stalled) unsent.
+    CHECK(num(s.at("requests")) + num(s.at("unsent")) == 2000);
+    CHECK(num(s.at("requests")) >= 1900);
+    CHECK(obj(s, "verify").at("result").as_string() == "pass");
+  }
 }
 
 TEST_CASE("udp_sim: --warmup leaves the warm-up's requests out of every figure") {

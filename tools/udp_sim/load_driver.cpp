@@ -118,7 +118,8 @@ void LoadDriver::run(const std::atomic<int>& signals) {
       while (next_tick_ns_ <= now) next_tick_ns_ += kSecond;
     }
 
-    const int64_t wait = std::clamp<int64_t>(wake_time(now, draining) - now, 0, kMaxWaitNs);
+    const int64_t wait =
+        config_.busy_wait ? 0 : std::clamp<int64_t>(wake_time(now, draining) - now, 0, kMaxWaitNs);
     for (size_t i = 0; i < pollfds_.size(); ++i) {
       pollfds_[i].events = static_cast<short>(POLLIN | (queues_[i].blocked ? POLLOUT : 0));
       pollfds_[i].revents = 0;

@@ -115,6 +115,7 @@ SimConfig read_config(const Options& opts) {
   c.verify = opts.get<bool>("verify");
   c.echo = opts.get<bool>("echo");
   if (c.echo && c.verify) throw UsageError("--echo and --verify exclude each other");
+  c.busy_wait = opts.get<bool>("busy-wait");
   c.json = opts.get<bool>("json");
   if (opts.has("csv")) {
     c.csv = opts.get<std::string>("csv");
@@ -156,6 +157,9 @@ int sim_main(int argc, char** argv) {
       "echo", po::bool_switch(),
       "the target is a bare UDP echo server (e.g. ../shared/bench/udp_limit.c): each request's "
       "own bytes are its OK answer; measures the machine's UDP path with the same pacing")(
+      "busy-wait", po::bool_switch(),
+      "poll for replies and due times instead of sleeping: precise pacing and timing (a sleep "
+      "wakes late, and open loop charges that to the server) at the cost of a whole core")(
       "json", po::bool_switch(), "final summary as one JSON object on stdout")(
       "csv", po::value<std::string>(),
       "write a time series to FILE: a header, then one row per second (elapsed_s, sent_per_s, "
@@ -179,7 +183,7 @@ int sim_main(int argc, char** argv) {
       .seed = config.seed,
   });
   spdlog::info(
-      "{} users against {}{}, {} for {} s{}, seed {}", config.users, sockets.target().to_string(),
+      "{} users against {}{}, {} for {} s{}{}, seed {}", config.users, sockets.target().to_string(),
       config.echo ? " (echo)" : "",
       config.open_loop() ? "rate " + std::to_string(config.rate) + "/s"
                          : "window " + std::to_string(config.window),
@@ -187,7 +191,7 @@ int sim_main(int argc, char** argv) {
       config.warmup_s > 0
           ? fmt::format(" after a {} s warm-up (no progress lines during it)", config.warmup_s)
           : std::string(),
-      config.seed);
+      config.busy_wait ? ", busy-waiting" : "", config.seed);
 
   install_signal_handlers();
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);

@@ -57,6 +57,10 @@ struct SimConfig {
   // yardstick ../shared/bench/udp_limit.c): each request's own bytes count as its OK answer. For
   // measuring the machine's UDP path with the same pacing and timing as a real run.
   bool echo = false;
+  // --busy-wait: wait for due times and replies by polling instead of sleeping in ppoll. A timed
+  // sleep wakes late by the machine's wake-up latency (~75 us on the development VM), which open
+  // loop charges to the server; polling takes a core instead.
+  bool busy_wait = false;
   bool json = false;
   std::string csv;  // --csv FILE: one row per progress line (per second); empty: none
   // Authentication (DESIGN §6): with --auth-key-file, the key (read at start-up); LoadDriver
