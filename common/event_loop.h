@@ -7,7 +7,9 @@
 // short window after the last event keeps the thread on its core, so the next datagram or reply
 // is picked up without a wake-up. The poll yields the core between checks (sched_yield), so a
 // thread sharing the core still runs; seastar's reactor does the same (--idle-poll-time-us).
-// The cost is CPU: a thread that gets work more often than the window never sleeps.
+// It polls only while the thread was busy at least half of the last millisecond: under light
+// load it sleeps at once, as run() does. The cost is CPU: a busy thread that gets work more
+// often than the window never sleeps.
 //
 // Call it on the thread that owns `ctx` (the one that would call ctx.run()).
 #pragma once
