@@ -9,6 +9,8 @@
 #include <cmath>
 #include <ctime>
 
+#include "tools/udp_sim/receive_time.h"
+
 namespace imhash::sim {
 
 using client::Op;
@@ -22,6 +24,12 @@ constexpr int64_t kMaxWaitNs = 50'000'000;   // a lost wake-up costs at most thi
 int64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * kSecond + ts.tv_nsec;
+}
+
+int64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t{ts.tv_sec} * kSecond + ts.tv_nsec;
 }
 
@@ -62,6 +70,7 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
   }
+  rx_control_.resize(kBatch * kReceiveControlSize);
 }
 
 void LoadDriver::run(const std::atomic<int>& signals) {
@@ -258,6 +267,10 @@ void LoadDriver::flush(size_t sock) {
 
 void LoadDriver::receive(size_t sock) {
   for (int round = 0; round < 16; ++round) {
+    for (size_t i = 0; i < kBatch; ++i) {  // the kernel shrinks msg_controllen to what it wrote
+      rx_msgs_[i].msg_hdr.msg_control = rx_control_.data() + i * kReceiveControlSize;
+      rx_msgs_[i].msg_hdr.msg_controllen = kReceiveControlSize;
+    }
     const int r = recvmmsg(sockets_.fd(sock), rx_msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
     if (r < 0) {
       const int e = errno;
@@ -271,16 +284,18 @@ void LoadDriver::receive(size_t sock) {
       return;
     }
     const int64_t now = now_ns();
+    const int64_t realtime_minus_monotonic = realtime_ns() - now;
     for (int i = 0; i < r; ++i) {
       const mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];
       on_datagram(rx_buf_.data() + static_cast<size_t>(i) * kRecvBufSize, m.msg_len,
-                  (m.msg_hdr.msg_flags & MSG_TRUNC) != 0, now);
+                  (m.msg_hdr.msg_flags & MSG_TRUNC) != 0,
+                  receive_time_ns(m.msg_hdr, realtime_minus_monotonic, now));
     }
     if (static_cast<uint32_t>(r) < kBatch) return;
   }
 }
 
-void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t now) {
+void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t arrived_ns) {
   if (truncated) {  // larger than the receive buffer, so far larger than any request
     ++counters_.malformed_replies;
     ++counters_.amplified_replies;
@@ -310,7 +325,8 @@ void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, in
     ++counters_.malformed_replies;  // still its answer
   }
   if (!s.warmup) {
-    latencies_->record(m.op, static_cast<uint64_t>(std::max<int64_t>(0, now - s.start_ns)) / 1000);
+    latencies_->record(m.op,
+                       static_cast<uint64_t>(std::max<int64_t>(0, arrived_ns - s.start_ns)) / 1000);
   }
   end_request(slot, &m, false);
 }

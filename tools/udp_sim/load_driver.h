@@ -68,7 +68,8 @@ class LoadDriver {
   void enqueue(uint32_t slot);
   void flush(size_t sock);
   void receive(size_t sock);
-  void on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t now);
+  // `arrived_ns`: when the datagram reached this host (its kernel timestamp), for its latency.
+  void on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t arrived_ns);
   void expire(int64_t now, bool draining);
   void end_request(uint32_t slot, const client::Message* reply, bool abandoned);
   int64_t wake_time(int64_t now, bool draining) const;
@@ -106,6 +107,7 @@ class LoadDriver {
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
   std::vector<uint8_t> rx_buf_;
+  std::vector<uint8_t> rx_control_;  // kReceiveControlSize per datagram: its arrival time
 };
 
 }  // namespace imhash::sim

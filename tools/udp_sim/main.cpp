@@ -158,9 +158,10 @@ int sim_main(int argc, char** argv) {
       "the target is a bare UDP echo server (e.g. ../shared/bench/udp_limit.c): each request's "
       "own bytes are its OK answer; measures the machine's UDP path with the same pacing")(
       "busy-wait", po::bool_switch(),
-      "poll for replies and due times instead of sleeping: precise pacing and timing (a sleep "
-      "wakes late, and open loop charges that to the server) at the cost of a whole core")(
-      "json", po::bool_switch(), "final summary as one JSON object on stdout")(
+      "poll for replies and due times instead of sleeping: finer pacing and timing (a sleep "
+      "wakes late, and open loop charges that to the server), at the cost of a whole core; give "
+      "it one the servers do not need")("json", po::bool_switch(),
+                                        "final summary as one JSON object on stdout")(
       "csv", po::value<std::string>(),
       "write a time series to FILE: a header, then one row per second (elapsed_s, sent_per_s, "
       "done_per_s, p50_us, p99_us, p999_us, in_flight, requests ended by each error status, "

@@ -59,7 +59,8 @@ struct SimConfig {
   bool echo = false;
   // --busy-wait: wait for due times and replies by polling instead of sleeping in ppoll. A timed
   // sleep wakes late by the machine's wake-up latency (~75 us on the development VM), which open
-  // loop charges to the server; polling takes a core instead.
+  // loop charges to the server; polling takes a whole core instead, which on a host with no core
+  // to spare delays the servers more than the sleep did (docs/performance.md).
   bool busy_wait = false;
   bool json = false;
   std::string csv;  // --csv FILE: one row per progress line (per second); empty: none

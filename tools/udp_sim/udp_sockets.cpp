@@ -73,6 +73,11 @@ void UdpSockets::open_all(int family, const sockaddr_storage& peer, socklen_t pe
     const int buf = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    // Each datagram carries its arrival time, so replies are timed from then (receive_time.h).
+    const int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0) {
+      throw_errno("setsockopt SO_TIMESTAMPNS");
+    }
     if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), peer_len) != 0) {
       throw_errno("connect to " + target_.to_string());
     }

@@ -1,7 +1,8 @@
 // UdpSockets: the non-blocking UDP sockets udp_sim sends from, each connect()ed to the target, so
 // that it receives only the target's datagrams, learns of an ICMP "port unreachable" as
 // ECONNREFUSED, and has a fixed local address (what the server stores under --observed). Several
-// source ports let a server with SO_REUSEPORT spread the load over its threads.
+// source ports let a server with SO_REUSEPORT spread the load over its threads. Each socket asks
+// for kernel receive timestamps (SO_TIMESTAMPNS; see receive_time.h).
 //
 // Built in main() before the run (throws on failure: start-up only); then used by the driver's
 // thread only.
