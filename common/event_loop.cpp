@@ -30,7 +30,6 @@ void run_event_loop(boost::asio::io_context& ctx, std::chrono::microseconds idle
       busy += last_work - t0;
       continue;
     }
-    if (ctx.stopped()) break;
     if (hot && t0 - last_work < idle_poll) {
       sched_yield();  // let any other runnable thread on this core go first
       continue;

@@ -108,8 +108,11 @@ bench_e2e() {
   # request that crosses these cores can be faster than their hiccups (the tail's floor).
   echo "== hiccups: every core spinning for ${seconds}s (tools/hiccup_meter)"
   "$IMHASH_BUILD/tools/hiccup_meter" --duration "$seconds" | sed 's/^/   /'
-  local sim="$IMHASH_BUILD/tools/udp_sim/udp_sim" port
+  local sim="$IMHASH_BUILD/tools/udp_sim/udp_sim" port echo_pid
   port=$(free_port)
+  # The yardstick's bare echo server on $port, for its own client and for udp_sim --echo.
+  start_echo() { "$work/udp_limit" server "$port" & echo_pid=$!; sleep 0.2; }
+  stop_echo() { kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true; }
   # One hash server measures the path itself (UDP in, TCP to a hash server and back, UDP out);
   # three are the test topology, five processes on this machine's cores.
   for servers in ${BENCH_HASH_SERVERS:-1 3}; do
@@ -119,12 +122,10 @@ bench_e2e() {
     echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread: udp_sim (closed loop,"
     echo "   window 64, 48-byte requests, one source socket) vs udp_limit, ${seconds}s each, $(nproc) cores"
     for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
-      "$work/udp_limit" server "$port" &
-      local echo_pid=$!
-      sleep 0.2
+      start_echo
       local limit
       limit=$("$work/udp_limit" client "$port" "$seconds" 64 48 | awk '{print $1}')
-      kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
+      stop_echo
       # One source socket, as the yardstick's client has: the login server runs one thread, so more
       # sockets would only add system calls to the load generator sharing these cores.
       local out rate
@@ -141,12 +142,10 @@ bench_e2e() {
     echo "== latency at an offered 50000 requests/s (open loop, 100k users, 2 s warm-up, ${seconds}s measured)"
     local lat=(--users 100000 --warmup 2 --duration "$seconds" --rate 50000 --json)
     local fmt='"p50 %5d us  p99 %5d us  p999 %5d us  max %5d us  errors %d  (%.0f/s)" % (d["latency_us"]["p50"], d["latency_us"]["p99"], d["latency_us"]["p999"], d["latency_us"]["max"], d["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"], d["requests_per_s"])'
-    "$work/udp_limit" server "$port" &
-    local echo_pid=$!
-    sleep 0.2
+    start_echo
     printf "bare UDP echo (udp_limit server): %s\n" \
       "$("$sim" --target "127.0.0.1:$port" --echo "${lat[@]}" 2>/dev/null | json_field "$fmt")"
-    kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
+    stop_echo
     printf "imhash:                           %s\n" \
       "$("$sim" --target "$target" "${lat[@]}" 2>/dev/null | json_field "$fmt")"
     "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null

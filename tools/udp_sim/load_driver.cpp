@@ -71,6 +71,10 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
   }
   rx_control_.resize(kBatch * kReceiveControlSize);
+  for (size_t i = 0; i < kBatch; ++i) {
+    rx_msgs_[i].msg_hdr.msg_control = rx_control_.data() + i * kReceiveControlSize;
+    rx_msgs_[i].msg_hdr.msg_controllen = kReceiveControlSize;
+  }
 }
 
 void LoadDriver::run(const std::atomic<int>& signals) {
@@ -267,10 +271,6 @@ void LoadDriver::flush(size_t sock) {
 
 void LoadDriver::receive(size_t sock) {
   for (int round = 0; round < 16; ++round) {
-    for (size_t i = 0; i < kBatch; ++i) {  // the kernel shrinks msg_controllen to what it wrote
-      rx_msgs_[i].msg_hdr.msg_control = rx_control_.data() + i * kReceiveControlSize;
-      rx_msgs_[i].msg_hdr.msg_controllen = kReceiveControlSize;
-    }
     const int r = recvmmsg(sockets_.fd(sock), rx_msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
     if (r < 0) {
       const int e = errno;
@@ -286,10 +286,11 @@ void LoadDriver::receive(size_t sock) {
     const int64_t now = now_ns();
     const int64_t realtime_minus_monotonic = realtime_ns() - now;
     for (int i = 0; i < r; ++i) {
-      const mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];
+      mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];
       on_datagram(rx_buf_.data() + static_cast<size_t>(i) * kRecvBufSize, m.msg_len,
                   (m.msg_hdr.msg_flags & MSG_TRUNC) != 0,
                   receive_time_ns(m.msg_hdr, realtime_minus_monotonic, now));
+      m.msg_hdr.msg_controllen = kReceiveControlSize;  // the kernel shrank it to what it wrote
     }
     if (static_cast<uint32_t>(r) < kBatch) return;
   }
