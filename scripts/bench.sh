@@ -43,7 +43,7 @@ records="${BENCH_RECORDS:-10000000}"
 work=$(mktemp -d /tmp/imhash-bench.XXXXXX)
 
 bench_hash() {
-  build_release --bench
+  build_release --bench -DIMHASH_WERROR=ON
   # The load generator needs a core of its own, as redis-benchmark does beside the single-threaded
   # redis-server: give the hash server the others (at least one shard).
   local shards=$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))
@@ -97,7 +97,7 @@ bench_hash() {
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 bench_e2e() {
-  build_release --bench
+  build_release --bench -DIMHASH_WERROR=ON
   local yardstick="$IMHASH_ROOT/../shared/bench/udp_limit.c"
   [[ -f "$yardstick" ]] || { echo "bench.sh: $yardstick not found (shared/ beside the repo)" >&2; exit 1; }
   cc -O2 -o "$work/udp_limit" "$yardstick"
@@ -153,7 +153,7 @@ bench_e2e() {
 }
 
 bench_purge() {
-  build_release --bench
+  build_release --bench -DIMHASH_WERROR=ON
   host_note
   local n="${BENCH_PURGE_RECORDS:-5000000}" first=1000000000
   touch "$work/config.out"

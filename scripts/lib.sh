@@ -5,11 +5,18 @@ IMHASH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 IMHASH_BUILD="${IMHASH_BUILD:-$IMHASH_ROOT/build}"
 STARTED_PIDS=()
 
+# build_release [--bench] [-D...]: setup.sh (with --bench), then configure and build
+# $IMHASH_BUILD; further arguments go to cmake (bench.sh passes -DIMHASH_WERROR=ON).
 build_release() {
-  "$IMHASH_ROOT/scripts/setup.sh" "$@"
+  local setup=() defs=()
+  for a in "$@"; do
+    if [[ $a == -D* ]]; then defs+=("$a"); else setup+=("$a"); fi
+  done
+  "$IMHASH_ROOT/scripts/setup.sh" "${setup[@]}"
   # IMHASH_NO_BUILD=1: use the binaries already in $IMHASH_BUILD as they are.
   [[ "${IMHASH_NO_BUILD:-0}" == 1 ]] && return 0
-  cmake -S "$IMHASH_ROOT" -B "$IMHASH_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S "$IMHASH_ROOT" -B "$IMHASH_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${defs[@]}" \
+    >/dev/null
   local log
   log=$(mktemp)
   if ! cmake --build "$IMHASH_BUILD" -j2 >"$log" 2>&1; then
