@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 
+#include "common/lifecycle.h"
 #include "common/metrics.h"
 #include "common/options.h"
 #include "config_server/admin_http.h"
@@ -117,6 +118,7 @@ int config_server_main(int argc, char** argv) {
     metrics->start();
     announce_listening(metrics->local_address());
   }
+  const Lifecycle lifecycle(ctx);  // READY=1 now: every listener is bound
   ctx.run();
   spdlog::info("stopped");
   return kExitOk;

@@ -5,6 +5,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "common/lifecycle.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -19,10 +20,20 @@ namespace {
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 }  // namespace
 
+std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
+                                          uint32_t shards) {
+  const ServerInfo* me = table.find_server(name);
+  if (!me || me->shards == shards) return std::nullopt;
+  return "table version " + std::to_string(table.version) + " gives " + name + " " +
+         std::to_string(me->shards) + " shards but this server has " + std::to_string(shards) +
+         ": login servers would send ids to the wrong shard";
+}
+
 HashServer::HashServer(HashServerConfig config)
     : config_(std::move(config)),
       acceptor_(ctx_),
       signals_(ctx_, SIGINT, SIGTERM),
+      reload_signal_(ctx_, SIGHUP),
       sample_timer_(ctx_) {
   for (uint32_t i = 0; i < config_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name));
@@ -36,6 +47,43 @@ HashServer::HashServer(HashServerConfig config)
 void HashServer::set_router(std::shared_ptr<const Router> router) {
   table_version_ = router ? router->version() : 0;
   for (auto& s : shards_) s->set_router(router);
+}
+
+void HashServer::reload_table_file() {
+  if (config_.table_file.empty()) {
+    spdlog::info("SIGHUP: no table file to re-read (tables come from the config server)");
+    return;
+  }
+  auto loaded = load_table_file(config_.table_file);
+  if (!loaded.table) {
+    spdlog::error("SIGHUP: {}; keeping table version {}", loaded.error, table_version_);
+    return;
+  }
+  const uint64_t version = loaded.table->version;
+  if (version <= table_version_) {
+    spdlog::info("SIGHUP: {} holds version {}, not newer than {}: kept", config_.table_file,
+                 version, table_version_);
+    return;
+  }
+  if (const auto why = table_mismatch(*loaded.table, config_.name, config_.shards)) {
+    spdlog::error("SIGHUP: {}; keeping table version {}", *why, table_version_);
+    return;
+  }
+  if (!loaded.table->find_server(config_.name)) {
+    spdlog::warn("{} is not in table version {}: it owns no ids and answers MOVED", config_.name,
+                 version);
+  }
+  set_router(Router::compile(std::move(*loaded.table)));
+  spdlog::info("table version {} installed from {}", version, config_.table_file);
+  if (config_link_) config_link_->ack(version);
+}
+
+void HashServer::wait_reload() {
+  reload_signal_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec || stopping_) return;
+    reload_table_file();
+    wait_reload();
+  });
 }
 
 void HashServer::sample_shards() {
@@ -145,10 +193,8 @@ void HashServer::start_config_link(const std::string& listen_address) {
       config_link_->ack(table_version_);
       return;
     }
-    const ServerInfo* me = push.table.find_server(config_.name);
-    if (me && me->shards != config_.shards) {
-      spdlog::error("table version {} gives {} {} shards but this server has {}: ignoring it",
-                    push.table.version, config_.name, me->shards, config_.shards);
+    if (const auto why = table_mismatch(push.table, config_.name, config_.shards)) {
+      spdlog::error("{}: ignoring it", *why);
       return;
     }
     const uint64_t version = push.table.version;
@@ -181,6 +227,7 @@ void HashServer::run() {
     spdlog::info("signal {}: stopping", sig);
     stop();
   });
+  wait_reload();
   asio::co_spawn(ctx_, accept_loop(), asio::detached);
 
   spdlog::info("hash server {} with {} shards on {}", config_.name, config_.shards,
@@ -197,6 +244,7 @@ void HashServer::run() {
     metrics_->start();
     announce_listening(metrics_->local_address());
   }
+  const Lifecycle lifecycle(ctx_);  // READY=1 now: every listener is bound
   ctx_.run();
   for (auto& s : shards_) s->join();
   spdlog::info("stopped");
@@ -207,6 +255,7 @@ void HashServer::stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   signals_.cancel(ec);
+  reload_signal_.cancel(ec);
   sample_timer_.cancel();
   if (config_link_) config_link_->stop();
   if (metrics_) metrics_->stop();

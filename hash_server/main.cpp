@@ -20,7 +20,8 @@ int hash_server_main(int argc, char** argv) {
       "shards", boost::program_options::value<uint32_t>()->default_value(cores),
       "shard threads (default: the number of cores)")(
       "table", boost::program_options::value<std::string>(),
-      "routing table file (JSON), to know which ids this server owns; without one it owns all")(
+      "routing table file (JSON), to know which ids this server owns; without one it owns all. "
+      "SIGHUP re-reads it")(
       "metrics", boost::program_options::value<std::string>(),
       "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
       "'listening on' line")(
@@ -52,15 +53,13 @@ int hash_server_main(int argc, char** argv) {
     parse_host_port(config.config_address, "--config");
   }
   if (opts.has("table")) {
-    auto loaded = load_table_file(opts.get<std::string>("table"));
+    config.table_file = opts.get<std::string>("table");
+    auto loaded = load_table_file(config.table_file);
     if (!loaded.table) throw ConfigError(loaded.error);
-    const ServerInfo* self = loaded.table->find_server(config.name);
-    if (self && self->shards != config.shards) {
-      throw ConfigError("the table gives " + config.name + " " + std::to_string(self->shards) +
-                        " shards but --shards is " + std::to_string(config.shards) +
-                        ": login servers would send ids to the wrong shard");
+    if (const auto why = table_mismatch(*loaded.table, config.name, config.shards)) {
+      throw ConfigError(*why);
     }
-    if (!self) {
+    if (!loaded.table->find_server(config.name)) {
       spdlog::warn("{} is not in the table (version {}): it owns no ids and answers MOVED",
                    config.name, loaded.table->version);
     }

@@ -5,6 +5,7 @@
 
 #include <future>
 
+#include "common/lifecycle.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -261,6 +262,7 @@ void LoginServer::run() {
     metrics_->start();
     announce_listening(metrics_->local_address());
   }
+  const Lifecycle lifecycle(ctx_, [this] { return tables_.latest() != nullptr; });  // READY=1
   ctx_.run();
   for (auto& w : workers_) w->join();
   spdlog::info("stopped");

@@ -6,28 +6,45 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 namespace imhash::test {
 
-ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> args) {
+ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> args,
+                           ChildOptions options) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   const std::string name = path.substr(path.rfind('/') + 1);
-  const std::string log = name + ".stderr.log";
+  const std::string log =
+      options.stderr_log.empty() ? name + ".stderr.log" : std::move(options.stderr_log);
+  // The environment is made before fork(): the child only calls async-signal-safe functions.
+  std::vector<std::string> env = std::move(options.env);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    const auto key = var.substr(0, var.find('=') + 1);
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& mine) {
+      return std::string_view(mine).substr(0, mine.find('=') + 1) == key;
+    });
+    if (!replaced) env.emplace_back(var);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
     dup2(out[1], STDOUT_FILENO);
     const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (err >= 0) dup2(err, STDERR_FILENO);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(path.c_str()));
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
+    execve(path.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   close(out[1]);
@@ -77,6 +94,19 @@ std::string ChildProcess::wait_for_line(const std::string& needle,
   for (;;) {
     std::string line = read_line(deadline);
     if (line.find(needle) != std::string::npos) return line;
+  }
+}
+
+std::string ChildProcess::available_output() {
+  std::string out = std::move(buffered_);
+  buffered_.clear();
+  for (;;) {
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return out;
+    char buf[4096];
+    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
   }
 }
 
