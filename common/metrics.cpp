@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/process_metrics.h"
+
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -176,7 +178,9 @@ asio::awaitable<void> serve(std::shared_ptr<MetricsServer::State> st, tcp::socke
   if (req.method() == http::verb::get && target.substr(0, target.find('?')) == "/metrics") {
     res.result(http::status::ok);
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = st->render();
+    MetricsText process;
+    append_process_metrics(process);
+    res.body() = st->render() + process.str();
   } else {
     res.result(http::status::not_found);
     res.set(http::field::content_type, "text/plain");

@@ -284,10 +284,13 @@ std::string ConfigService::metrics_text() const {
             {{"role", name}, {"state", "down"}});
   }
   if (convergence_.reached_ms) {
-    m.gauge("imhash_config_convergence_ms",
+    m.gauge("imhash_config_convergence_seconds",
             "time the last table version took to reach every node that is up",
-            *convergence_.reached_ms);
+            static_cast<double>(*convergence_.reached_ms) / 1000.0);
   }
+  m.gauge("imhash_config_converged",
+          "1 when every node that is up runs the current table version (imctl status: converged)",
+          converged() ? 1 : 0);
   m.gauge("imhash_config_pending_purge", "1 while an automatic purge waits for its grace period",
           pending_purge_ ? 1 : 0);
   return m.str();
@@ -316,16 +319,19 @@ json::object ConfigService::node_json(const Node& n) const {
   return o;
 }
 
+bool ConfigService::converged() const {
+  if (!router_) return false;
+  return std::none_of(nodes_.begin(), nodes_.end(), [&](const auto& entry) {
+    return entry.second.up && entry.second.version < router_->version();
+  });
+}
+
 AdminResult ConfigService::status() {
   json::array nodes;
-  bool converged = router_ != nullptr;
-  for (const auto& [key, n] : nodes_) {
-    nodes.push_back(node_json(n));
-    if (n.up && router_ && n.version < router_->version()) converged = false;
-  }
+  for (const auto& [key, n] : nodes_) nodes.push_back(node_json(n));
   json::object o{{"version", store_.version()},
                  {"mode", router_ ? to_string(router_->mode()) : "none"},
-                 {"converged", converged},
+                 {"converged", converged()},
                  {"nodes", std::move(nodes)},
                  {"purges", purge_status().body.as_object()["purges"]}};
   if (convergence_.version) {

@@ -22,6 +22,7 @@ struct ConfigClusterOptions {
   std::string failover = "off";
   std::string initial_mode = "range";
   std::string state_dir{};  // default: a fresh directory per test process
+  bool metrics = false;     // --metrics 127.0.0.1:0 on every daemon
 };
 
 struct ImctlResult {
@@ -57,6 +58,10 @@ class ConfigCluster {
   ChildProcess& hash(int i) { return *hash_.at(i); }
   ChildProcess& login(int i) { return *login_.at(i); }
   ChildProcess& config() { return *config_; }
+  // With options.metrics: each daemon's /metrics address ("" without).
+  const std::string& config_metrics() const { return config_metrics_; }
+  const std::string& hash_metrics(int i) { return hash_metrics_[i]; }
+  const std::string& login_metrics(int i) { return login_metrics_[i]; }
 
  private:
   ConfigClusterOptions options_;
@@ -66,6 +71,8 @@ class ConfigCluster {
   std::map<int, std::unique_ptr<ChildProcess>> hash_;
   std::map<int, std::string> hash_addr_;
   std::map<int, std::unique_ptr<ChildProcess>> login_;
+  std::string config_metrics_;
+  std::map<int, std::string> hash_metrics_, login_metrics_;
 };
 
 }  // namespace imhash::test

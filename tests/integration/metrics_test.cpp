@@ -1,9 +1,5 @@
 // GET /metrics on every daemon, scraped before and after a load: the figures move as the load says.
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -13,51 +9,9 @@
 #include <thread>
 
 #include "tests/integration/child_process.h"
+#include "tests/integration/http_get.h"
 
 using namespace imhash::test;
-
-namespace {
-
-// GET http://127.0.0.1:PORT/metrics; the body ("" on failure).
-std::string scrape(const std::string& address) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port_of(address));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-    char buf[65536];
-    ssize_t n;
-    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  const auto body = out.find("\r\n\r\n");
-  return body == std::string::npos ? "" : out.substr(body + 4);
-}
-
-// Sums every sample of `name` whose label set contains `label` (e.g. status="OK"), or all.
-double metric(const std::string& text, const std::string& name, const std::string& label = "") {
-  std::istringstream in(text);
-  std::string line;
-  double sum = 0;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const auto space = line.rfind(' ');
-    const std::string key = line.substr(0, space);
-    const std::string base = key.substr(0, key.find('{'));
-    if (base != name) continue;
-    if (!label.empty() && key.find(label) == std::string::npos) continue;
-    sum += std::stod(line.substr(space + 1));
-  }
-  return sum;
-}
-
-}  // namespace
 
 TEST_CASE("metrics: every daemon's /metrics follows the load") {
   const std::string state = "metrics_state." + std::to_string(getpid());
