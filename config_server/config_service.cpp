@@ -32,7 +32,7 @@ json::value table_value(const Table& t) {
 
 ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
                              ConfigServiceSettings settings)
-    : ctx_(ctx), store_(store), settings_(settings), timer_(ctx) {
+    : store_(store), settings_(settings), timer_(ctx) {
   if (store_.current()) router_ = Router::compile(*store_.current());
 }
 

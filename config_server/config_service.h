@@ -110,7 +110,6 @@ class ConfigService final : public AdminBackend {
   static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
 
-  boost::asio::io_context& ctx_;
   StateStore& store_;
   const ConfigServiceSettings settings_;
   boost::asio::steady_timer timer_;

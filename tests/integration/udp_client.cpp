@@ -9,7 +9,7 @@
 
 namespace imhash::test {
 
-UdpClient::UdpClient(uint16_t port) : port_(port) {
+UdpClient::UdpClient(uint16_t port) {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
