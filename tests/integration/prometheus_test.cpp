@@ -173,8 +173,9 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
     REQUIRE(eventually([&] {
       return metric(scrape(c.login_metrics(1)), "imhash_login_replies_total", "OK") > 0;
     }));
-    for (const auto& [job, address] : targets) {
-      CAPTURE(job);
+    for (const auto& target : targets) {  // not [job, address]: clang 14 cannot capture bindings
+      const auto& [job, address] = target;
+      CAPTURE(target.first);
       const std::string file = "promtool_metrics." + std::to_string(getpid()) + ".txt";
       std::ofstream(file) << scrape(address);
       std::string out;

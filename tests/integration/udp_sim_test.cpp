@@ -235,9 +235,10 @@ const boost::json::object& obj(const boost::json::object& o, const char* key) {
 // The invariants every summary keeps, whatever the server did.
 void check_accounting(const boost::json::object& s) {
   uint64_t requests = 0, replies = 0, no_reply = 0, abandoned = 0;
-  for (const auto& [name, v] : obj(s, "ops")) {
-    CAPTURE(std::string(name));
-    const auto& op = v.as_object();
+  for (const auto& entry : obj(s, "ops")) {  // not [name, v]: clang 14 cannot capture bindings
+    const std::string name(entry.key());
+    CAPTURE(name);
+    const auto& op = entry.value().as_object();
     uint64_t by_status = 0;
     for (const auto& [status, n] : obj(op, "status")) by_status += num(n);
     CHECK(by_status == num(op.at("replies")));
