@@ -18,8 +18,10 @@ namespace imhash {
 
 class StreamBuffer {
  public:
-  // `capacity` must hold the largest message the stream may carry, plus room for pipelining.
-  explicit StreamBuffer(size_t capacity) : capacity_(capacity) {}
+  // `capacity` must hold the largest message the stream may carry, plus room for pipelining; or
+  // the buffer starts at `capacity` and grows, one message at a time, up to `limit` (expect()).
+  explicit StreamBuffer(size_t capacity, size_t limit = 0)
+      : initial_(capacity), capacity_(capacity), limit_(limit > capacity ? limit : capacity) {}
 
   // Where the next read goes: never empty unless the buffer is full of one unfinished message
   // (which a bounded decoder refuses before that can happen). Call it after taking every whole
@@ -36,7 +38,9 @@ class StreamBuffer {
   bool empty() const { return begin_ == end_; }
   void consume(size_t n) {
     begin_ += n;
-    if (begin_ == end_) begin_ = end_ = 0;  // the common case: everything read was whole
+    if (begin_ != end_) return;
+    begin_ = end_ = 0;  // the common case: everything read was whole
+    if (capacity_ > initial_) release();
   }
 
   // Bytes that arrived before this buffer took over the stream (read past a handshake).
@@ -46,9 +50,23 @@ class StreamBuffer {
     std::memcpy(s.data(), bytes.data(), n);
     commit(n);
   }
-  // Frees the storage (an idle connection); the next space() allocates it again.
+  // The message at the front is `size` bytes long (its length prefix has arrived): make room for
+  // all of it. False if that is above the limit (the stream is unusable). Once the buffer is empty
+  // again it goes back to its first capacity, so one large message does not keep memory.
+  bool expect(size_t size) {
+    if (size <= capacity_) return true;
+    if (size > limit_) return false;
+    auto bigger = std::make_unique_for_overwrite<uint8_t[]>(size);
+    if (storage_) std::memcpy(bigger.get(), storage_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    storage_ = std::move(bigger);
+    capacity_ = size;
+    return true;
+  }
+  // Frees the storage if nothing is buffered (an idle connection); space() allocates it again.
   void release() {
-    if (empty()) storage_.reset(), begin_ = end_ = 0;
+    if (empty()) storage_.reset(), begin_ = end_ = 0, capacity_ = initial_;
   }
   size_t capacity() const { return capacity_; }
 
@@ -59,7 +77,9 @@ class StreamBuffer {
     begin_ = 0;
   }
 
-  const size_t capacity_;
+  const size_t initial_;
+  size_t capacity_;
+  const size_t limit_;
   std::unique_ptr<uint8_t[]> storage_;
   size_t begin_ = 0;
   size_t end_ = 0;
