@@ -421,21 +421,28 @@ asio::awaitable<void> ConfigLink::State::write_loop(std::string& reason) {
 ConfigLink::ConfigLink(asio::io_context& ctx, std::string config_address, control::Register self,
                        Callbacks cb, ConfigLinkSettings settings)
     : state_(std::make_shared<State>(ctx, std::move(config_address), std::move(self), std::move(cb),
-                                     settings)) {}
+                                     settings)) {
+  thread_.bind();
+}
 
 // The callbacks stay: the destructor may run inside one of them.
 ConfigLink::~ConfigLink() { state_->stop(); }
 
 void ConfigLink::start() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   if (s.started || s.stopped) return;
   s.started = true;
   asio::co_spawn(s.ctx, s.run(state_), asio::detached);
 }
 
-void ConfigLink::stop() { state_->stop(); }
+void ConfigLink::stop() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  state_->stop();
+}
 
 void ConfigLink::ack(uint64_t version) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   s.self.version = version;
   s.ack_due = version;
@@ -443,19 +450,24 @@ void ConfigLink::ack(uint64_t version) {
 }
 
 void ConfigLink::send_purge_report(control::PurgeReport r) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   for (const control::PurgeShard& shard : r.shards) s.purge_due[shard.shard] = shard;
   s.wake_writer();
 }
 
 void ConfigLink::heartbeat_now() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   if (!s.welcomed || Clock::now() - s.last_heartbeat < kHeartbeatNowGap) return;
   s.heartbeat_due = true;
   s.wake_writer();
 }
 
-bool ConfigLink::connected() const { return state_->welcomed; }
+bool ConfigLink::connected() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  return state_->welcomed;
+}
 uint64_t ConfigLink::version() const { return state_->self.version; }
 uint64_t ConfigLink::config_version() const { return state_->config_version; }
 
