@@ -45,6 +45,7 @@ class StreamBuffer {
 
   // Bytes that arrived before this buffer took over the stream (read past a handshake).
   void append(std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return;
     std::span<uint8_t> s = space();
     const size_t n = bytes.size() < s.size() ? bytes.size() : s.size();
     std::memcpy(s.data(), bytes.data(), n);
