@@ -35,7 +35,9 @@
 #include <variant>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/frame_protocol.h"
+#include "common/stream_buffer.h"
 #include "common/routing_table.h"
 
 namespace imhash::control {
@@ -128,6 +130,28 @@ void append_message(const Message& m, std::vector<uint8_t>& out);
 // set for every status but kOk and kNeedMore. Never throws (even out of memory is a kBadMessage).
 DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
                           std::string& error);
+
+// Hands each complete message at the front of `in` to `on_message(Message&)` and consumes it,
+// until `on_message` returns false or no complete message is left; a message whose length prefix
+// has arrived gets room in `in` (up to kMaxMessageSize). Returns kNeedMore when the buffer is
+// exhausted (read more), kOk when `on_message` stopped, and otherwise the error, with `error` set.
+template <typename OnMessage>
+DecodeStatus drain_messages(StreamBuffer& in, std::string& error, OnMessage&& on_message) {
+  for (;;) {
+    Message m;
+    size_t used = 0;
+    const DecodeStatus st = next_message(in.data(), m, used, error);
+    if (st == DecodeStatus::kNeedMore) {
+      if (in.data().size() >= kLengthPrefixSize) {
+        in.expect(kLengthPrefixSize + bytes::get_u32(in.data().data()));
+      }
+      return st;
+    }
+    if (st != DecodeStatus::kOk) return st;
+    in.consume(used);
+    if (!on_message(m)) return DecodeStatus::kOk;
+  }
+}
 
 const char* to_string(DecodeStatus s);
 const char* to_string(Role r);

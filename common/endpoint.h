@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace imhash {
 
@@ -43,5 +44,8 @@ struct Endpoint {
 
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
+
+// "HOST:PORT" as every imhash address is written: an IPv6 literal goes in brackets ("[::1]:80").
+std::string format_host_port(std::string_view host, uint16_t port);
 
 }  // namespace imhash

@@ -1,5 +1,7 @@
 #include "common/metrics.h"
 
+#include "common/endpoint.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -125,9 +127,7 @@ MetricsServer::~MetricsServer() { stop(); }
 
 std::string MetricsServer::local_address() const {
   const auto ep = state_->acceptor.local_endpoint();
-  const std::string host =
-      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  return host + ":" + std::to_string(ep.port());
+  return format_host_port(ep.address().to_string(), ep.port());
 }
 
 void MetricsServer::start() {

@@ -33,10 +33,12 @@ json::value table_value(const Table& t) {
 ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
                              ConfigServiceSettings settings)
     : store_(store), settings_(settings), timer_(ctx) {
+  thread_.bind();
   if (store_.current()) router_ = Router::compile(*store_.current());
 }
 
 void ConfigService::start() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   timer_.expires_after(settings_.heartbeat / 2);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -46,6 +48,7 @@ void ConfigService::start() {
 }
 
 void ConfigService::stop() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   timer_.cancel();
   for (auto& [key, n] : nodes_) {
     if (n.session) n.session->close();
@@ -61,6 +64,7 @@ ConfigService::Node* ConfigService::find(const std::string& role, const std::str
 // Node links
 
 void ConfigService::on_message(NodeSession& session, const control::Message& m) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   const int64_t now = now_ns();
   if (const auto* reg = std::get_if<control::Register>(&m)) {
     const std::string role = control::to_string(reg->role);
@@ -159,6 +163,7 @@ bool ConfigService::was_ever_member(const std::string& name) const {
 }
 
 void ConfigService::on_disconnect(NodeSession& session) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   auto it = nodes_.find(session.key);
   if (it == nodes_.end() || it->second.session != &session) return;
   it->second.session = nullptr;
@@ -260,6 +265,7 @@ json::object ConfigService::change_result(const std::string& change) {
 }
 
 std::string ConfigService::metrics_text() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   MetricsText m;
   m.gauge("imhash_config_table_version", "current routing table version",
           static_cast<double>(store_.version()));
@@ -327,6 +333,7 @@ bool ConfigService::converged() const {
 }
 
 AdminResult ConfigService::status() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array nodes;
   for (const auto& [key, n] : nodes_) nodes.push_back(node_json(n));
   json::object o{{"version", store_.version()},
@@ -347,11 +354,13 @@ AdminResult ConfigService::status() {
 }
 
 AdminResult ConfigService::table() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
   return AdminResult::ok(table_value(router_->table()));
 }
 
 AdminResult ConfigService::history(uint64_t limit) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array versions;
   for (const auto& h : store_.history()) {
     if (versions.size() >= limit) break;
@@ -364,6 +373,7 @@ AdminResult ConfigService::history(uint64_t limit) {
 }
 
 AdminResult ConfigService::servers() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
   if (router_) {
     for (const auto& s : router_->table().servers) {
@@ -383,6 +393,7 @@ AdminResult ConfigService::servers() {
 }
 
 AdminResult ConfigService::where(uint64_t id) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
   const Route r = router_->route(id);
   const ServerInfo& s = router_->table().servers[r.server];
@@ -394,6 +405,7 @@ AdminResult ConfigService::where(uint64_t id) {
 }
 
 AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet: add a hash server first");
   TableResult next = imhash::set_mode(router_->table(), mode);
   std::string change = std::string("mode ") + to_string(mode);
@@ -405,6 +417,7 @@ AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> 
 }
 
 AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (specs.empty()) return AdminResult::error(400, "no server named");
   Table t;
   if (router_) {
@@ -448,6 +461,7 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
 }
 
 AdminResult ConfigService::remove_servers(const std::vector<std::string>& names) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   Table t = router_->table();
   std::string change = "server removed";
@@ -462,6 +476,7 @@ AdminResult ConfigService::remove_servers(const std::vector<std::string>& names)
 }
 
 AdminResult ConfigService::assign(uint64_t lo, uint64_t hi, const std::string& server) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   if (router_->table().server_index(server) < 0) {
     return AdminResult::error(404, "unknown server " + server);
@@ -471,17 +486,20 @@ AdminResult ConfigService::assign(uint64_t lo, uint64_t hi, const std::string& s
 }
 
 AdminResult ConfigService::split(uint64_t at) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   return apply(split_range(router_->table(), at), "split at " + std::to_string(at));
 }
 
 AdminResult ConfigService::merge(uint64_t lo, uint64_t hi) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   return apply(merge_ranges(router_->table(), lo, hi), "merge " + format_id_range(lo, hi));
 }
 
 AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
                                  uint32_t age_seconds) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   Node* n = find("hash", server);
   if (!n) return AdminResult::error(404, "unknown hash server " + server);
   if (!n->session) return AdminResult::error(503, server + " is not connected");
@@ -500,6 +518,7 @@ AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
 }
 
 AdminResult ConfigService::purge_status() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
   for (const auto& [key, n] : nodes_) {
     for (const auto& p : n.purges) {

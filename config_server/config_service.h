@@ -5,7 +5,8 @@
 // version and the grace period has passed, on demand through the admin API, and "purge all" to a
 // hash server that comes back after it was removed from the table.
 //
-// Not thread-safe: everything runs on the config server's main io_context thread.
+// Not thread-safe: everything runs on the config server's main io_context thread (checked in debug
+// builds).
 #pragma once
 
 #include <boost/asio.hpp>
@@ -18,6 +19,7 @@
 
 #include "common/control_protocol.h"
 #include "common/router.h"
+#include "common/thread_check.h"
 #include "config_server/admin_backend.h"
 #include "config_server/node_session.h"
 #include "config_server/state_store.h"
@@ -110,6 +112,7 @@ class ConfigService final : public AdminBackend {
   static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
 
+  ThreadCheck thread_;  // the thread that constructed it
   StateStore& store_;
   const ConfigServiceSettings settings_;
   boost::asio::steady_timer timer_;

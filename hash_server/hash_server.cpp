@@ -1,10 +1,10 @@
 #include "hash_server/hash_server.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "common/endpoint.h"
 #include "common/lifecycle.h"
 #include "common/options.h"
 
@@ -75,7 +75,7 @@ void HashServer::reload_table_file() {
   }
   set_router(Router::compile(std::move(*loaded.table)));
   spdlog::info("table version {} installed from {}", version, config_.table_file);
-  if (config_link_) config_link_->ack(version);
+  if (control_.config_link()) control_.config_link()->ack(version);
 }
 
 void HashServer::wait_reload() {
@@ -96,8 +96,8 @@ void HashServer::sample_shards() {
     });
   }
   // Report purge progress while one runs, and once more when it ends.
-  if (purge_reporting_ && config_link_) {
-    config_link_->send_purge_report(purge_report());
+  if (purge_reporting_ && control_.config_link()) {
+    control_.config_link()->send_purge_report(purge_report());
     purge_reporting_ = std::any_of(snapshots_.begin(), snapshots_.end(), [](const auto& s) {
       return s.purge.state == PurgeState::kRunning;
     });
@@ -140,8 +140,7 @@ control::PurgeReport HashServer::purge_report() const {
   return r;
 }
 
-std::string HashServer::render_metrics() const {
-  MetricsText m;
+void HashServer::render_metrics(MetricsText& m) const {
   m.gauge("imhash_table_version", "routing table version this server runs",
           static_cast<double>(table_version_));
   for (const auto& s : snapshots_) {
@@ -174,9 +173,6 @@ std::string HashServer::render_metrics() const {
     m.gauge("imhash_purge_deleted", "records the current or last purge deleted",
             static_cast<double>(s.purge.deleted), shard);
   }
-  m.gauge("imhash_config_link_up", "1 while registered with the config server",
-          config_link_ && config_link_->connected() ? 1 : 0);
-  return m.str();
 }
 
 void HashServer::start_config_link(const std::string& listen_address) {
@@ -186,11 +182,10 @@ void HashServer::start_config_link(const std::string& listen_address) {
   self.address = listen_address;
   self.shards = config_.shards;
   self.version = table_version_;
-  self.pid = static_cast<uint64_t>(::getpid());
   ConfigLink::Callbacks cb;
   cb.on_table = [this](control::TablePush push) {
     if (push.table.version <= table_version_) {
-      config_link_->ack(table_version_);
+      control_.config_link()->ack(table_version_);
       return;
     }
     if (const auto why = table_mismatch(push.table, config_.name, config_.shards)) {
@@ -200,15 +195,14 @@ void HashServer::start_config_link(const std::string& listen_address) {
     const uint64_t version = push.table.version;
     set_router(Router::compile(std::move(push.table)));
     spdlog::info("table version {} installed", version);
-    config_link_->ack(version);
+    control_.config_link()->ack(version);
   };
   cb.on_purge = [this](control::PurgeCommand cmd) {
     for (auto& s : shards_) s->command_purge(cmd.action, cmd.age_seconds);
     purge_reporting_ = true;
   };
   cb.stats = [this] { return stats(); };
-  config_link_ = std::make_unique<ConfigLink>(ctx_, config_.config_address, self, std::move(cb));
-  config_link_->start();
+  control_.start_config_link(std::move(self), std::move(cb));
 }
 
 void HashServer::run() {
@@ -230,20 +224,13 @@ void HashServer::run() {
   wait_reload();
   asio::co_spawn(ctx_, accept_loop(), asio::detached);
 
+  const std::string listen_address = format_host_port(bound.address().to_string(), bound.port());
   spdlog::info("hash server {} with {} shards on {}", config_.name, config_.shards,
-               bound.address().to_string() + ":" + std::to_string(bound.port()));
-  const std::string addr = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
-                                                   : bound.address().to_string();
-  const std::string listen_address = addr + ":" + std::to_string(bound.port());
+               listen_address);
   sample_shards();
-  if (!config_.config_address.empty()) start_config_link(listen_address);
+  start_config_link(listen_address);
   announce_listening(listen_address);
-  if (!config_.metrics_host.empty()) {
-    metrics_ = std::make_unique<MetricsServer>(ctx_, config_.metrics_host, config_.metrics_port,
-                                               [this] { return render_metrics(); });
-    metrics_->start();
-    announce_listening(metrics_->local_address());
-  }
+  control_.start_metrics([this](MetricsText& m) { render_metrics(m); });
   const Lifecycle lifecycle(ctx_);  // READY=1 now: every listener is bound
   ctx_.run();
   for (auto& s : shards_) s->join();
@@ -257,8 +244,7 @@ void HashServer::stop() {
   signals_.cancel(ec);
   reload_signal_.cancel(ec);
   sample_timer_.cancel();
-  if (config_link_) config_link_->stop();
-  if (metrics_) metrics_->stop();
+  control_.stop();
   for (auto& s : shards_) s->stop();
 }
 
@@ -275,20 +261,25 @@ asio::awaitable<void> HashServer::accept_loop() {
 }
 
 asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
-  std::vector<uint8_t> in(4 + kMaxFrameLength);
-  size_t have = 0;
+  StreamBuffer in(4 + kMaxFrameLength + 64 * 1024);
   Header h;
-  std::span<const uint8_t> body;
-  size_t used = 0;
+  std::vector<uint8_t> hello;  // the HELLO frame's body, copied out of `in`
   asio::steady_timer deadline(ctx_, kHandshakeTimeout);
   for (;;) {
-    const DecodeStatus st = next_frame({in.data(), have}, h, body, used);
-    if (st == DecodeStatus::kOk) break;
-    if (st != DecodeStatus::kNeedMore || have == in.size()) {
+    bool got = false;
+    const DecodeStatus st = drain_frames(in, [&](const Header& header, std::span<const uint8_t> b) {
+      h = header;
+      hello.assign(b.begin(), b.end());
+      got = true;
+      return false;
+    });
+    if (got) break;
+    if (st != DecodeStatus::kNeedMore) {
       spdlog::warn("handshake: {}", to_string(st));
       co_return;
     }
-    auto result = co_await (socket.async_read_some(asio::buffer(in.data() + have, in.size() - have),
+    const auto space = in.space();
+    auto result = co_await (socket.async_read_some(asio::buffer(space.data(), space.size()),
                                                    asio::as_tuple(asio::use_awaitable)) ||
                             deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
     if (result.index() == 1) {
@@ -297,8 +288,9 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
     }
     auto [ec, n] = std::get<0>(result);
     if (ec) co_return;
-    have += n;
+    in.commit(n);
   }
+  const std::span<const uint8_t> body(hello);
 
   Request q;
   Response r{
@@ -326,8 +318,8 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
     co_return;
   }
   spdlog::debug("{} bound to shard {}", q.name, q.shard);
-  std::vector<uint8_t> leftover(in.begin() + static_cast<ptrdiff_t>(used),
-                                in.begin() + static_cast<ptrdiff_t>(have));
+  // A client may pipeline requests right behind its HELLO: the shard takes those bytes too.
+  std::vector<uint8_t> leftover(in.data().begin(), in.data().end());
   const auto protocol = socket.local_endpoint().protocol();
   shards_[q.shard]->adopt(protocol, socket.release(), std::move(leftover));
 }

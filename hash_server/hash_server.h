@@ -12,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config_link.h"
-#include "common/metrics.h"
+#include "common/node_control.h"
 #include "common/router.h"
 #include "hash_server/shard.h"
 
@@ -26,9 +25,7 @@ struct HashServerConfig {
   uint32_t shards = 1;
   std::shared_ptr<const Router> router;  // may be null: no table yet, the server owns every id
   std::string table_file;                // --table: re-read on SIGHUP; empty: none
-  std::string config_address;            // config server HOST:PORT; empty: none (--table only)
-  std::string metrics_host;              // --metrics: Prometheus endpoint; empty: none
-  uint16_t metrics_port = 0;
+  NodeControl::Endpoints control;        // --config (none: --table only) and --metrics
 };
 
 // Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids
@@ -60,7 +57,7 @@ class HashServer {
   boost::json::object stats() const;
   control::PurgeReport purge_report() const;
   void start_config_link(const std::string& listen_address);
-  std::string render_metrics() const;
+  void render_metrics(MetricsText& m) const;
 
   HashServerConfig config_;
   boost::asio::io_context ctx_{1};
@@ -69,8 +66,7 @@ class HashServer {
   boost::asio::signal_set reload_signal_;
   std::vector<std::unique_ptr<Shard>> shards_;
   uint64_t table_version_ = 0;
-  std::unique_ptr<ConfigLink> config_link_;
-  std::unique_ptr<MetricsServer> metrics_;
+  NodeControl control_{ctx_, config_.control};
   boost::asio::steady_timer sample_timer_;
   std::vector<ShardSnapshot> snapshots_;  // the latest of each shard
   bool purge_reporting_ = false;          // a purge ran since the last report

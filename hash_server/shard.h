@@ -4,7 +4,7 @@
 //
 // Thread rules: the constructor, start(), join() run on the main thread; adopt(), set_router() and
 // stop() may be called from any thread (they post to the shard); everything else runs on the
-// shard's own thread (checked with assert(on_shard_thread())).
+// shard's own thread (checked in debug builds).
 #pragma once
 
 #include <boost/asio.hpp>
@@ -17,6 +17,7 @@
 
 #include "common/frame_protocol.h"
 #include "common/router.h"
+#include "common/thread_check.h"
 #include "hash_server/purge.h"
 #include "hash_server/record_store.h"
 
@@ -63,7 +64,7 @@ class Shard {
   uint32_t index() const { return index_; }
 
  private:
-  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> in);
+  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> leftover);
   // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
   // kPrefetchBatch); returns the size of the frames it looked at, 0 if the first is incomplete.
   size_t prefetch_records(std::span<const uint8_t> frames) const;

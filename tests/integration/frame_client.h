@@ -33,7 +33,7 @@ class FrameClient {
 
  private:
   int fd_ = -1;
-  std::vector<uint8_t> in_;
+  StreamBuffer in_{4 + frame::kMaxFrameLength + 64 * 1024};
   OwnedResponse hello_;
 };
 
