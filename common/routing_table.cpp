@@ -15,6 +15,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/endpoint.h"
 #include "common/hash.h"
 #include "common/json_check.h"
 
@@ -64,25 +65,6 @@ bool valid_name(std::string_view name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == '-';
   });
-}
-
-// "" if `address` is empty or HOST:PORT with a port in 1..65535; else what is wrong.
-std::string check_address(std::string_view address) {
-  if (address.empty()) return {};
-  if (address.size() > 255) return "is longer than 255 characters";
-  for (char c : address) {
-    if (c <= ' ' || c > '~') return "contains a space, a control or a non-ASCII character";
-  }
-  size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return "is not HOST:PORT";
-  std::string_view port = address.substr(colon + 1);
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
-      value > 65535) {
-    return "does not end in a port between 1 and 65535";
-  }
-  return {};
 }
 
 // ---- JSON reading -------------------------------------------------------------------------------
@@ -360,7 +342,8 @@ std::string validate(const Table& table) {
                s.address;
       }
     }
-    if (std::string problem = check_address(s.address); !problem.empty()) {
+    if (std::string problem = s.address.empty() ? "" : check_host_port(s.address);
+        !problem.empty()) {
       return where + ": address " + json_quote(s.address) + " " + problem;
     }
     if (s.shards == 0 || s.shards > kMaxShards) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/endpoint.h"
 #include "common/json_check.h"
 #include "common/routing_table.h"
 
@@ -293,22 +294,10 @@ std::string check_name(const std::string& field, const std::string& name) {
 
 // "" if `address` is HOST:PORT with a port in 1..65535 (what a routing table accepts).
 std::string check_address(const std::string& field, std::string_view address) {
-  const std::string what = field + " " + quoted(address);
   if (address.empty()) return field + " must not be empty (leave it out to use the node's own)";
-  if (address.size() > 255) return field + " is longer than 255 characters";
-  for (char c : address) {
-    if (c <= ' ' || c > '~') return what + " contains a space, a control or a non-ASCII character";
-  }
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return what + " is not HOST:PORT";
-  const std::string_view port = address.substr(colon + 1);
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
-      value > 65535) {
-    return what + " does not end in a port between 1 and 65535";
-  }
-  return {};
+  const std::string problem = check_host_port(address);
+  if (problem.empty()) return {};
+  return field + " " + quoted(address) + " " + problem;
 }
 
 // Reads a non-empty array of at most kMaxServers entries.
