@@ -4,7 +4,6 @@
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
 #include <charconv>
-#include <cstdio>
 #include <exception>
 #include <initializer_list>
 #include <limits>
@@ -25,8 +24,6 @@ namespace {
 using http::verb;
 
 AdminResult bad_request(const std::string& sentence) { return AdminResult::error(400, sentence); }
-
-std::string quoted(std::string_view text) { return "\"" + printable(text, 64) + "\""; }
 
 // ---- Routes -------------------------------------------------------------------------------------
 
@@ -568,23 +565,6 @@ std::optional<uint64_t> parse_decimal_id(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
   return value;
-}
-
-std::string printable(std::string_view text, size_t max_bytes) {
-  std::string out;
-  const size_t n = std::min(text.size(), max_bytes);
-  for (size_t i = 0; i < n; ++i) {
-    const auto u = static_cast<unsigned char>(text[i]);
-    if (u >= 0x20 && u < 0x7f) {
-      out += text[i];
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    }
-  }
-  if (text.size() > max_bytes) out += "...";
-  return out;
 }
 
 std::string_view admin_allowed_methods(std::string_view target) {
