@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/bytes.h"
+#include "common/table_json.h"
 
 namespace imhash::control {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "common/endpoint.h"
 #include "common/json_check.h"
-#include "common/routing_table.h"
+#include "common/table_text.h"
 
 namespace imhash {
 
@@ -555,17 +555,6 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
 }
 
 }  // namespace
-
-std::optional<uint64_t> parse_decimal_id(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 std::string_view admin_allowed_methods(std::string_view target) {
   const Route* route = find_route(path_of(target));

@@ -38,8 +38,4 @@ AdminResult handle_admin_request(AdminBackend& backend, boost::beast::http::verb
 // a 405 answer; "" if there is no such endpoint.
 std::string_view admin_allowed_methods(std::string_view target);
 
-// An id as the admin API takes it in paths and decimal strings: 1 to 20 decimal digits, at most
-// 18446744073709551615. nullopt otherwise (no sign, no spaces, no hex).
-std::optional<uint64_t> parse_decimal_id(std::string_view text);
-
 }  // namespace imhash

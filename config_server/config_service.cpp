@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "common/metrics.h"
+#include "common/table_edits.h"
+#include "common/table_json.h"
+#include "common/table_text.h"
 
 namespace asio = boost::asio;
 namespace json = boost::json;

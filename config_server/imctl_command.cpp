@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/options.h"
-#include "common/routing_table.h"
+#include "common/table_text.h"
 #include "common/token.h"
 #include "config_server/admin_handler.h"
 

@@ -7,6 +7,7 @@
 #include "common/endpoint.h"
 #include "common/metrics.h"
 #include "common/options.h"
+#include "common/table_text.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
 #include "config_server/node_session.h"

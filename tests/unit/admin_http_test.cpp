@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/table_text.h"
+
 namespace imhash {
 namespace {
 

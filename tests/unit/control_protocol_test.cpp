@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/table_json.h"
+
 using namespace imhash;
 using namespace imhash::control;
 

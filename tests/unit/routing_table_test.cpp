@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/hash.h"
+#include "common/table_edits.h"
 
 namespace imhash {
 namespace {
