@@ -32,8 +32,15 @@
 
 namespace imhash {
 
+class JsonObject;
+
 TableResult parse_table_json(std::string_view json);   // parses and validates
 std::string table_to_json(const Table& table);         // one server / range per line; round-trips
 TableResult load_table_file(const std::string& path);  // errors mention the path
+
+// Reads the members of a table object (a table file's root, or the "table" of a control message)
+// into `out` with the checks above but without validate(); false with the reader's error set,
+// which names each member by its path from the document's root ("table.servers[2].name").
+bool read_table(JsonObject& object, Table& out);
 
 }  // namespace imhash
