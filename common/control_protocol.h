@@ -17,14 +17,16 @@
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
 //     {"type":"purge","action":S,"age_s":N}
 //
-// TABLE is the table-file JSON of common/routing_table.h, read with parse_table_json's checks.
-// Integers are plain JSON integers (no fraction, no exponent, not negative). Every listed member is
-// required except "previous" (absent means null). Members a decoder does not know are ignored, so
-// nodes and config servers of different versions can add fields; a missing member or one of the
-// wrong type is an error naming it. Stats values are integers (kept exactly) or finite fractions
-// (kept to within the precision of the JSON library).
+// TABLE is the table-file JSON of common/table_json.h, read in place with read_table's checks
+// (unknown keys rejected there too) and validated. Integers are plain JSON integers (no fraction,
+// no exponent, not negative). Every listed member is required except "previous" (absent means
+// null). Members a decoder does not know are ignored, so nodes and config servers of different
+// versions can add fields; a missing member or one of the wrong type is an error naming it by its
+// path, after the message type ("table: \"table.servers[0].name\" is missing"). Stats values are
+// integers (kept exactly) or finite fractions (kept to within the precision of the JSON library).
 #pragma once
 
+#include <array>
 #include <boost/json/object.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -128,6 +130,13 @@ void append_message(const Message& m, std::vector<uint8_t>& out);
 // set for every status but kOk and kNeedMore. Never throws (even out of memory is a kBadMessage).
 DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
                           std::string& error);
+
+inline constexpr std::array kRoles{Role::kHash, Role::kLogin};
+inline constexpr std::array kPurgeActions{
+    frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
+    frame::PurgeAction::kAll, frame::PurgeAction::kCancel};
+inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeState::kRunning,
+                                         frame::PurgeState::kDone, frame::PurgeState::kCancelled};
 
 const char* to_string(DecodeStatus s);
 const char* to_string(Role r);
