@@ -22,10 +22,12 @@
 
 #include "common/client_protocol.h"
 #include "tests/integration/child_process.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;
 using imhash::test::ChildProcess;
+using imhash::test::wait_until;
 
 namespace {
 
@@ -201,10 +203,7 @@ class FakeLoginServer {
 
 // Waits for `child` to exit by itself (killing it past `timeout`) and returns its exit status.
 int wait_exit(ChildProcess& child, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (child.running() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
+  wait_until([&] { return !child.running(); }, timeout);
   return child.stop(SIGKILL);
 }
 
@@ -426,8 +425,10 @@ TEST_CASE("udp_sim: --warmup leaves the warm-up's requests out of every figure")
   // LOGOUTs (about 5% of 2000), and --verify, which tracks the warm-up too, judges the LOOKUPs.
   CHECK(num(obj(obj(s, "ops"), "LOGIN").at("requests")) < 500);
   CHECK(obj(s, "verify").at("result").as_string() == "pass");
+  // elapsed_s leaves the warm-up out: pinned with chosen times in the unit test of RunPhases; here
+  // only that the measured part ran to its end.
+  CHECK(s.at("warmup_s").to_number<double>() == 1.0);
   CHECK(s.at("elapsed_s").to_number<double>() >= 1.0);
-  CHECK(s.at("elapsed_s").to_number<double>() < 1.9);
 }
 
 TEST_CASE("udp_sim: --echo takes a bare echo server's copies as OK answers") {
