@@ -15,6 +15,7 @@
 #include "common/token.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/udp_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;
@@ -216,11 +217,17 @@ TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never 
   CHECK(ok >= 500);       // the burst went through (some may be lost in socket buffers)
   CHECK(ok < kRequests);  // and not everything after it
 
-  // Service is normal again once the bucket has refilled.
-  std::this_thread::sleep_for(1500ms);
+  // Service is normal again once the bucket has refilled: wait (bounded) for a round of 50 pings
+  // and a login answered OK throughout.
   UdpClient c(cluster.udp_port());
-  for (int i = 0; i < 50; ++i)
-    CHECK(status_of(c.call(UdpClient::make(Op::kPing, 0))) == Status::kOk);
-  CHECK(status_of(c.call(UdpClient::make(Op::kLogin, 42, endpoint_of(42)))) == Status::kOk);
+  const auto normal_round = [&] {
+    for (int i = 0; i < 50; ++i) {
+      const auto r = c.call(UdpClient::make(Op::kPing, 0));
+      if (!r || r->status != Status::kOk) return false;
+    }
+    const auto login = c.call(UdpClient::make(Op::kLogin, 42, endpoint_of(42)));
+    return login && login->status == Status::kOk;
+  };
+  CHECK(test::wait_until(normal_round, test::kPatience, 200ms));
   CHECK(cluster.login().stop(SIGTERM) == 0);
 }

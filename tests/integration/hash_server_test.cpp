@@ -9,12 +9,14 @@
 #include "common/shard_map.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/frame_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::frame;
 using imhash::test::ChildProcess;
 using imhash::test::FrameClient;
 using imhash::test::port_of;
+using imhash::test::wait_until;
 
 namespace {
 
@@ -178,10 +180,7 @@ TEST_CASE("hash_server: with a table it answers MOVED for ids it does not own") 
   auto p = c.call({purge});
   CHECK(p[0].r.purge.state != PurgeState::kIdle);
   Request status{.type = FrameType::kPurge, .correlation = 8};
-  for (int i = 0; i < 1000; ++i) {
-    if (c.call({status})[0].r.purge.state == PurgeState::kDone) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  CHECK(wait_until([&] { return c.call({status})[0].r.purge.state == PurgeState::kDone; }));
   auto done = c.call({status})[0].r.purge;
   CHECK(done.state == PurgeState::kDone);
   CHECK(done.deleted == 1);
@@ -212,10 +211,7 @@ TEST_CASE("hash_server: a purge of many records runs while requests keep being a
     ++answered_while_running;
   }
   CHECK(answered_while_running > 0);
-  for (int i = 0; i < 2000; ++i) {
-    if (c.call({status})[0].r.purge.state == PurgeState::kDone) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  CHECK(wait_until([&] { return c.call({status})[0].r.purge.state == PurgeState::kDone; }));
   CHECK(c.call({status})[0].r.purge.deleted == kRecords);
   CHECK(stat(c, kStatRecords) == 0);
   CHECK(server.stop(SIGTERM) == 0);

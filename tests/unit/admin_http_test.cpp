@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/table_text.h"
+#include "tests/wait_until.h"
 
 namespace imhash {
 namespace {
@@ -716,14 +717,11 @@ TEST_CASE("admin_http: server refuses connections beyond its limit with 503") {
   }
   a.socket.close();
   // The server notices the close when it next runs that session; retry until it has.
-  bool served = false;
-  for (int i = 0; i < 200 && !served; ++i) {
+  CHECK(imhash::test::wait_until([&] {
     Client d(server.port());
     d.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
-    served = d.read().result_int() == 200;
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(served);
+    return d.read().result_int() == 200;
+  }));
 }
 
 TEST_CASE("admin_http: stop closes open connections and lets the io_context finish") {
