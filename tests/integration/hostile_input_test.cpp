@@ -16,7 +16,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/client_protocol.h"
@@ -25,6 +24,7 @@
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
 #include "tests/integration/udp_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;
@@ -237,11 +237,12 @@ FloodResult flood(uint16_t port) {
 // refilling its bucket, so a valid request is retried (bounded) while it gets RATE_LIMITED.
 std::optional<client::Message> call_patiently(UdpClient& c, const client::Message& m) {
   std::optional<client::Message> r;
-  for (int i = 0; i < 50; ++i) {
-    r = c.call(m, std::chrono::milliseconds(500));
-    if (r && r->status != client::Status::kRateLimited) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  wait_until(
+      [&] {
+        r = c.call(m, std::chrono::milliseconds(500));
+        return r && r->status != client::Status::kRateLimited;
+      },
+      kPatience, std::chrono::milliseconds(100));
   return r;
 }
 
@@ -400,14 +401,16 @@ TEST_CASE(
   json::object stats;
   uint64_t last = 0;
   int stable = 0;
-  for (int i = 0; i < 100 && stable < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    stats = node_stats(c, "login1");
-    const uint64_t received = num(stats, "received");
-    stable = received >= r.sent * 9 / 10 && received == last ? stable + 1 : 0;
-    last = received;
-  }
-  REQUIRE_MESSAGE(stable >= 4, "login1 stats never settled: " << json::serialize(stats));
+  const bool settled = wait_until(
+      [&] {
+        stats = node_stats(c, "login1");
+        const uint64_t received = num(stats, "received");
+        stable = received >= r.sent * 9 / 10 && received == last ? stable + 1 : 0;
+        last = received;
+        return stable >= 4;
+      },
+      kPatience, std::chrono::milliseconds(200));
+  REQUIRE_MESSAGE(settled, "login1 stats never settled: " << json::serialize(stats));
 
   uint64_t rejected = 0;
   std::ostringstream by_reason;
