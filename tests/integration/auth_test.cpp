@@ -14,6 +14,7 @@
 
 #include "common/token.h"
 #include "tests/integration/cluster.h"
+#include "tests/integration/loopback.h"
 #include "tests/integration/udp_client.h"
 #include "tests/wait_until.h"
 
@@ -167,15 +168,10 @@ TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never 
   cluster.write_table(1, {0, 1, 2});
   cluster.start_login({"--rate-limit", "1000", "--rate-burst", "1000"});
 
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  const int fd = test::connect_loopback(SOCK_DGRAM, cluster.udp_port());
   REQUIRE(fd >= 0);
   const int big = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(cluster.udp_port());
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
 
   constexpr int kRequests = 5000;
   uint8_t buf[256];

@@ -23,6 +23,7 @@
 #include "tests/integration/child_process.h"
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
+#include "tests/integration/loopback.h"
 #include "tests/integration/udp_client.h"
 #include "tests/wait_until.h"
 
@@ -149,13 +150,8 @@ struct FloodResult {
 };
 
 int udp_socket(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = connect_loopback(SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   return fd;
 }
 
@@ -267,13 +263,8 @@ uint64_t num(const json::object& o, std::string_view key) {
 // TCP helpers (hash server, admin API)
 
 int tcp_connect(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   return fd;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/integration/child_process.h"
+#include "tests/integration/loopback.h"
 #include "tests/wait_until.h"
 
 using namespace imhash::test;
@@ -22,22 +23,18 @@ constexpr auto kScrapeInterval = std::chrono::milliseconds(50);  // between poll
 
 // GET http://127.0.0.1:PORT/metrics; the body ("" on failure).
 std::string scrape(const std::string& address) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port_of(address));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int fd = connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, port_of(address));
   std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+  if (fd >= 0) {
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     send(fd, req.data(), req.size(), MSG_NOSIGNAL);
     char buf[65536];
     ssize_t n;
     while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+    close(fd);
   }
-  close(fd);
   const auto body = out.find("\r\n\r\n");
   return body == std::string::npos ? "" : out.substr(body + 4);
 }
