@@ -72,14 +72,7 @@ struct Encoder {
   void operator()(const PurgeReport& m) {
     json::array shards;
     shards.reserve(m.shards.size());
-    for (const PurgeShard& s : m.shards) {
-      shards.push_back(json::object{{"shard", s.shard},
-                                    {"state", purge_state_name(s.state)},
-                                    {"kind", purge_action_name(s.kind)},
-                                    {"scanned", s.scanned},
-                                    {"total", s.total},
-                                    {"deleted", s.deleted}});
-    }
+    for (const PurgeShard& s : m.shards) shards.push_back(purge_shard_json(s));
     json::object o;
     o["type"] = "purge_report";
     o["shards"] = std::move(shards);
@@ -239,6 +232,15 @@ DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& con
     return DecodeStatus::kBadMessage;
   }
   return DecodeStatus::kOk;
+}
+
+json::object purge_shard_json(const PurgeShard& s) {
+  return json::object{{"shard", s.shard},
+                      {"state", purge_state_name(s.state)},
+                      {"kind", purge_action_name(s.kind)},
+                      {"scanned", s.scanned},
+                      {"total", s.total},
+                      {"deleted", s.deleted}};
 }
 
 const char* to_string(DecodeStatus s) {

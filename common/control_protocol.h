@@ -138,6 +138,10 @@ inline constexpr std::array kPurgeActions{
 inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeState::kRunning,
                                          frame::PurgeState::kDone, frame::PurgeState::kCancelled};
 
+// One shard's progress as a purge_report carries it: {"shard", "state", "kind", "scanned",
+// "total", "deleted"}.
+boost::json::object purge_shard_json(const PurgeShard& s);
+
 const char* to_string(DecodeStatus s);
 const char* to_string(Role r);
 std::optional<Role> parse_role(std::string_view text);

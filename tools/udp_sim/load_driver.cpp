@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "common/clock.h"
 #include "tools/udp_sim/receive_time.h"
 
 namespace imhash::sim {
@@ -20,12 +21,6 @@ namespace {
 constexpr int64_t kSecond = 1'000'000'000;
 constexpr uint32_t kMaxIssuePerTurn = 4096;  // keeps receiving while a huge window fills
 constexpr int64_t kMaxWaitNs = 50'000'000;   // a lost wake-up costs at most this
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * kSecond + ts.tv_nsec;
-}
 
 int64_t realtime_ns() {
   timespec ts;
@@ -78,7 +73,7 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
 }
 
 void LoadDriver::run(const std::atomic<int>& signals) {
-  phases_ = RunPhases(now_ns(), config_.warmup_s, config_.duration_s);
+  phases_ = RunPhases(monotonic_ns(), config_.warmup_s, config_.duration_s);
   warming_ = phases_.measure_from > phases_.start;
   next_tick_ns_ = phases_.measure_from + kSecond;  // no progress lines during the warm-up
   if (config_.open_loop()) {
@@ -91,7 +86,7 @@ void LoadDriver::run(const std::atomic<int>& signals) {
   int signals_at_drain = 0;
 
   for (;;) {
-    const int64_t now = now_ns();
+    const int64_t now = monotonic_ns();
     if (warming_ && !phases_.in_warmup(now)) {
       warming_ = false;
       counters_ = Counters{};  // errors seen outside any request (send/receive) during the warm-up
@@ -150,7 +145,7 @@ void LoadDriver::run(const std::atomic<int>& signals) {
   for (uint32_t slot = 0; slot < table_.capacity(); ++slot) {
     if (table_.in_use(slot)) end_request(slot, nullptr, /*abandoned=*/true);
   }
-  elapsed_s_ = phases_.elapsed_s(now_ns());
+  elapsed_s_ = phases_.elapsed_s(monotonic_ns());
   latencies_->fold_interval();
 }
 
@@ -282,7 +277,7 @@ void LoadDriver::receive(size_t sock) {
       ++counters_.recv_errors;
       return;
     }
-    const int64_t now = now_ns();
+    const int64_t now = monotonic_ns();
     const int64_t realtime_minus_monotonic = realtime_ns() - now;
     for (int i = 0; i < r; ++i) {
       mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];
