@@ -84,7 +84,8 @@ class JsonValue {
     }
     return fail("must be " + name_list(values, name) + " (got " + json_shown(*value_) + ")");
   }
-  // An object: its members. Absent (optional): a reader of no members.
+  // An object: its members. Absent (optional): a reader of no members, whose need() reports
+  // nothing (check present() first where an optional object has required members).
   JsonObject object(UnknownKeys unknown);
   // An array of min_size .. max_size elements. Absent (optional): a reader of no elements.
   JsonArray array(size_t max_size, size_t min_size = 0);
