@@ -48,7 +48,9 @@ class Appender {
   std::vector<uint8_t>& out_;
 };
 
-// Writes at a cursor into a buffer the caller has sized (no bounds checks, like put_*).
+// Writes at a cursor into a buffer the caller has sized (no bounds checks, like put_*). Pass it by
+// value and return it: a store through uint8_t* may alias a Writer the compiler cannot keep in a
+// register (one behind a reference), which makes it reload and store the cursor at every byte.
 class Writer {
  public:
   explicit Writer(uint8_t* p) : p_(p) {}

@@ -28,7 +28,7 @@ Header read_header(const uint8_t* p) {
   return h;
 }
 
-void write_header(Writer& w, const Header& h) {
+Writer write_header(Writer w, const Header& h) {
   w.u8(kMagic[0]);
   w.u8(kMagic[1]);
   w.u8(h.version);
@@ -38,6 +38,7 @@ void write_header(Writer& w, const Header& h) {
   w.u8(h.status);
   w.u8(h.flags);
   w.u16(h.body_len);
+  return w;
 }
 
 // Parses one known TLV's value into m. Returns kOk, or kBadTlv for a wrong length, family or a
@@ -153,46 +154,49 @@ size_t tlv_size(const Message& m, bool& ok) {
 }
 
 // A TLV's header: its type and the length of its value.
-void write_tlv_header(Writer& w, TlvType type, size_t value_len) {
+Writer write_tlv_header(Writer w, TlvType type, size_t value_len) {
   w.u8(static_cast<uint8_t>(type));
   w.u8(static_cast<uint8_t>(value_len));
+  return w;
 }
 
-void write_tlvs(Writer& w, const Message& m) {
+Writer write_tlvs(Writer w, const Message& m) {
   if (m.endpoint) {
     const Endpoint& e = *m.endpoint;
     const size_t addr_len = e.addr_len();
-    write_tlv_header(w, TlvType::kEndpoint, 1 + 2 + addr_len);
+    w = write_tlv_header(w, TlvType::kEndpoint, 1 + 2 + addr_len);
     w.u8(e.family);
     w.u16(e.port);
     w.raw(e.addr.data(), addr_len);
   }
   if (m.age) {
-    write_tlv_header(w, TlvType::kAge, kAgeLen);
+    w = write_tlv_header(w, TlvType::kAge, kAgeLen);
     w.u32(*m.age);
   }
   if (m.token) {
-    write_tlv_header(w, TlvType::kToken, kTokenLen);
+    w = write_tlv_header(w, TlvType::kToken, kTokenLen);
     w.u64(m.token->user_id);
     w.u32(m.token->expiry);
     w.raw(m.token->mac.data(), m.token->mac.size());
   }
   if (m.table_version) {
-    write_tlv_header(w, TlvType::kTableVersion, kTableVersionLen);
+    w = write_tlv_header(w, TlvType::kTableVersion, kTableVersionLen);
     w.u64(*m.table_version);
   }
+  return w;
 }
 
 // Writes `n` bytes (0 or >= 2) of PAD TLVs with zero values.
-void write_padding(Writer& w, size_t n) {
+Writer write_padding(Writer w, size_t n) {
   while (n > 0) {
     size_t chunk = n;
     // Never leave a 1-byte remainder, which no TLV can fill.
     if (chunk > kMaxPadTlv) chunk = (n - kMaxPadTlv == 1) ? kMaxPadTlv - 1 : kMaxPadTlv;
-    write_tlv_header(w, TlvType::kPad, chunk - kTlvHeaderSize);
+    w = write_tlv_header(w, TlvType::kPad, chunk - kTlvHeaderSize);
     w.fill(chunk - kTlvHeaderSize, 0);
     n -= chunk;
   }
+  return w;
 }
 
 Header message_header(const Message& m, bool response, size_t body_len) {
@@ -244,9 +248,8 @@ size_t encode_request(const Message& m, std::span<uint8_t> out, size_t pad_to) n
   if (core < target) pad = std::max(target - core, kTlvHeaderSize);
   const size_t total = core + pad;
   if (total > kMaxDatagram || out.size() < total) return 0;
-  Writer w(out.data());
-  write_header(w, message_header(m, false, total - kHeaderSize));
-  write_tlvs(w, m);
+  Writer w = write_header(Writer(out.data()), message_header(m, false, total - kHeaderSize));
+  w = write_tlvs(w, m);
   write_padding(w, pad);
   return total;
 }
@@ -255,9 +258,7 @@ size_t encode_response(const Message& m, std::span<uint8_t> out) noexcept {
   bool ok = false;
   const size_t total = kHeaderSize + tlv_size(m, ok);
   if (!ok || out.size() < total) return 0;
-  Writer w(out.data());
-  write_header(w, message_header(m, true, total - kHeaderSize));
-  write_tlvs(w, m);
+  write_tlvs(write_header(Writer(out.data()), message_header(m, true, total - kHeaderSize)), m);
   return total;
 }
 
@@ -269,8 +270,7 @@ size_t encode_error_reply(const Header& request, Status status, std::span<uint8_
   h.request_id = request.request_id;
   h.user_id = request.user_id;
   h.status = static_cast<uint8_t>(status);
-  Writer w(out.data());
-  write_header(w, h);
+  write_header(Writer(out.data()), h);
   return kHeaderSize;
 }
 
