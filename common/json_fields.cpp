@@ -11,14 +11,6 @@ namespace json = boost::json;
 
 namespace imhash {
 
-namespace {
-
-std::string member_path(const std::string& parent, std::string_view key) {
-  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
-}
-
-}  // namespace
-
 const char* json_kind(const json::value& v) {
   switch (v.kind()) {
     case json::kind::null:
@@ -44,18 +36,27 @@ std::string json_shown(const json::value& v) {
   return printable(json::serialize(v), 64);
 }
 
+// ---- JsonLocation -------------------------------------------------------------------------------
+
+std::string JsonLocation::path() const {
+  if (!parent) return {};
+  std::string out = parent->path();
+  if (element) return out + "[" + std::to_string(index) + "]";
+  if (!out.empty()) out += '.';
+  out += key;
+  return out;
+}
+
 // ---- JsonValue ----------------------------------------------------------------------------------
 
 bool JsonValue::fail(std::string_view rule) {
-  if (error_->empty()) *error_ = quoted(path_) + " " + std::string(rule);
+  if (error_->empty()) *error_ = quoted(path()) + " " + std::string(rule);
   return false;
 }
 
 bool JsonValue::read_integer(uint64_t min, uint64_t max, uint64_t& out) {
   if (skip()) return error_->empty();
   const json::value& v = *value_;
-  const std::string rule =
-      "must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
   if (v.is_uint64() || (v.is_int64() && v.get_int64() >= 0)) {
     const uint64_t n = v.is_uint64() ? v.get_uint64() : static_cast<uint64_t>(v.get_int64());
     if (n >= min && n <= max) {
@@ -63,6 +64,8 @@ bool JsonValue::read_integer(uint64_t min, uint64_t max, uint64_t& out) {
       return true;
     }
   }
+  const std::string rule =
+      "must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
   if (v.is_number()) return fail(rule + " (got " + json_shown(v) + ")");
   return fail(rule + ", not " + json_kind(v));
 }
@@ -105,7 +108,7 @@ JsonObject JsonValue::object(UnknownKeys unknown) {
     o = value_->if_object();
     if (!o) fail(std::string("must be an object, not ") + json_kind(*value_));
   }
-  return JsonObject(o, path_, unknown, *error_);
+  return JsonObject(o, at_, unknown, *error_);
 }
 
 JsonArray JsonValue::array(size_t max_size, size_t min_size) {
@@ -123,7 +126,7 @@ JsonArray JsonValue::array(size_t max_size, size_t min_size) {
     }
     if (!error_->empty()) a = nullptr;
   }
-  return JsonArray(a, path_, *error_);
+  return JsonArray(a, at_, *error_);
 }
 
 // ---- JsonObject ---------------------------------------------------------------------------------
@@ -134,13 +137,13 @@ JsonObject JsonObject::root(const json::value& doc, std::string_view what, Unkno
   if (!o && error.empty()) {
     error = std::string(what) + " must be a JSON object, not " + json_kind(doc);
   }
-  return JsonObject(o, {}, unknown, error);
+  return JsonObject(o, JsonLocation{}, unknown, error);
 }
 
 JsonValue JsonObject::member(std::string_view key, bool required) {
-  asked_.emplace_back(key);
+  if (unknown_ == UnknownKeys::kReject) asked_.push_back(key);
   const json::value* v = object_ ? object_->if_contains(key) : nullptr;
-  JsonValue out(v, member_path(path_, key), *error_);
+  JsonValue out(v, JsonLocation{&at_, key}, *error_);
   if (!v && required && object_) out.fail("is missing");
   return out;
 }
@@ -156,8 +159,12 @@ bool JsonObject::finish() {
     const std::string_view key(entry.key());
     if (std::find(asked_.begin(), asked_.end(), key) != asked_.end()) continue;
     std::string expected;
-    for (const std::string& k : asked_) expected += (expected.empty() ? "" : ", ") + k;
-    *error_ = "unknown key " + quoted(member_path(path_, key)) + " (expected " + expected + ")";
+    for (std::string_view k : asked_) {
+      if (!expected.empty()) expected += ", ";
+      expected += k;
+    }
+    *error_ =
+        "unknown key " + quoted(JsonLocation{&at_, key}.path()) + " (expected " + expected + ")";
     return false;
   }
   return true;
@@ -173,7 +180,7 @@ const json::object& JsonObject::members() const {
 size_t JsonArray::size() const { return array_ ? array_->size() : 0; }
 
 JsonValue JsonArray::operator[](size_t i) const {
-  return JsonValue(&(*array_)[i], path_ + "[" + std::to_string(i) + "]", *error_);
+  return JsonValue(&(*array_)[i], JsonLocation{&at_, {}, i, true}, *error_);
 }
 
 }  // namespace imhash

@@ -17,10 +17,13 @@
 // and look at the error once. Values are checked by kind, never converted: 1.0 is not an integer
 // and "1" is not a number (except where an id may be a decimal string).
 //
-// Pure; any thread. The readers point into the document and into the caller's `error`: keep both
-// alive while reading.
+// Pure; any thread. The readers point into the document and into the caller's `error`, and a
+// JsonValue into the JsonObject or JsonArray that handed it out: keep those alive while reading.
+// Paths are only spelled out when an error needs one, so reading a large valid document builds
+// no path strings.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <boost/json/value.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +31,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/enum_names.h"
 
@@ -42,18 +44,29 @@ std::string json_shown(const boost::json::value& v);
 
 enum class UnknownKeys : uint8_t { kReject, kIgnore };
 
+// Where a value is in the document: its key or index under the reader that handed it out. The
+// path is spelled out only when an error names it.
+struct JsonLocation {
+  const JsonLocation* parent = nullptr;  // nullptr: the document's root
+  std::string_view key;                  // a member's key
+  size_t index = 0;                      // an element's index
+  bool element = false;
+
+  std::string path() const;  // "servers[2].name"; "" for the root
+};
+
 class JsonObject;
 class JsonArray;
 
-// One member or element (or the absence of an optional member), with the path that names it.
+// One member or element (or the absence of an optional member), and where it is.
 class JsonValue {
  public:
-  JsonValue(const boost::json::value* value, std::string path, std::string& error)
-      : value_(value), path_(std::move(path)), error_(&error) {}
+  JsonValue(const boost::json::value* value, JsonLocation at, std::string& error)
+      : value_(value), at_(at), error_(&error) {}
 
   bool present() const { return value_ != nullptr; }
   const boost::json::value* get() const { return value_; }
-  const std::string& path() const { return path_; }
+  std::string path() const { return at_.path(); }  // "servers[2].name"
 
   // Each of these returns true when `out` holds the value or an optional member is absent (`out`
   // is then untouched), and false with the error set otherwise.
@@ -105,16 +118,16 @@ class JsonValue {
   }
 
   const boost::json::value* value_;
-  std::string path_;
+  JsonLocation at_;
   std::string* error_;
 };
 
 // The members of one object.
 class JsonObject {
  public:
-  JsonObject(const boost::json::object* object, std::string path, UnknownKeys unknown,
+  JsonObject(const boost::json::object* object, JsonLocation at, UnknownKeys unknown,
              std::string& error)
-      : object_(object), path_(std::move(path)), unknown_(unknown), error_(&error) {}
+      : object_(object), at_(at), unknown_(unknown), error_(&error) {}
   // The document's root, which must be an object; `what` names the document in the sentence that
   // says it is not one ("the table must be a JSON object, not an array").
   static JsonObject root(const boost::json::value& doc, std::string_view what, UnknownKeys unknown,
@@ -130,7 +143,7 @@ class JsonObject {
 
   bool ok() const { return error_->empty(); }
   const std::string& error() const { return *error_; }
-  const std::string& path() const { return path_; }
+  std::string path() const { return at_.path(); }
   // Every member as it is (none when absent or not an object).
   const boost::json::object& members() const;
 
@@ -138,23 +151,24 @@ class JsonObject {
   JsonValue member(std::string_view key, bool required);
 
   const boost::json::object* object_;
-  std::string path_;
+  JsonLocation at_;
   UnknownKeys unknown_;
   std::string* error_;
-  std::vector<std::string> asked_;  // in the order asked, for the "expected" list
+  // UnknownKeys::kReject: the keys asked for, in order, for finish() and its "expected" list.
+  boost::container::small_vector<std::string_view, 8> asked_;
 };
 
 // The elements of one array.
 class JsonArray {
  public:
-  JsonArray(const boost::json::array* array, std::string path, std::string& error)
-      : array_(array), path_(std::move(path)), error_(&error) {}
+  JsonArray(const boost::json::array* array, JsonLocation at, std::string& error)
+      : array_(array), at_(at), error_(&error) {}
   size_t size() const;
   JsonValue operator[](size_t i) const;  // "servers[2]"
 
  private:
   const boost::json::array* array_;
-  std::string path_;
+  JsonLocation at_;
   std::string* error_;
 };
 
