@@ -14,7 +14,8 @@
 //        "shards": 4,                   // optional, default 1, 1 .. 1024
 //        "weight": 1}                   // optional, default 1, 1 .. 1000 (used by ring mode)
 //     ],
-//     "ranges": [                       // range mode only (required there, absent otherwise):
+//     "ranges": [                       // range mode only (required there; absent or []
+//     otherwise):
 //       {"lo": 0, "hi": 9223372036854775807, "server": "hash1"},     // inclusive, sorted, covering
 //       {"lo": 9223372036854775808, "hi": 18446744073709551615, "server": "hash2"}  // 0..2^64-1
 //     ]
