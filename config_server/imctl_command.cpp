@@ -103,10 +103,15 @@ std::string positional_count(const std::string& command, const CommandArgs& args
   return command + ": expected " + std::string(shape);
 }
 
-std::string check_name(const std::string& command, const std::string& name) {
+// "" if `name` is a valid server name, else the sentence saying it is not.
+std::string name_problem(const std::string& name) {
   if (is_valid_server_name(name)) return {};
-  return command + ": " + single_quoted(name) + " is not a valid server name (1 to " +
-         std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
+  return single_quoted(name) + " is not a valid server name (" + std::string(kServerNameRule) + ")";
+}
+
+std::string check_name(const std::string& command, const std::string& name) {
+  const std::string problem = name_problem(name);
+  return problem.empty() ? problem : command + ": " + problem;
 }
 
 // Parses a decimal count in [min, max] for a flag or a spec part.
@@ -224,11 +229,8 @@ SpecParse parse_server_spec(std::string_view text) {
   size_t end = text.find_first_of("=/*");
   ServerSpec spec;
   spec.name = std::string(text.substr(0, end));
-  if (!is_valid_server_name(spec.name)) {
-    out.error = single_quoted(spec.name) + " is not a valid server name (1 to " +
-                std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
-    return out;
-  }
+  out.error = name_problem(spec.name);
+  if (!out.error.empty()) return out;
   if (end != std::string_view::npos && text[end] == '=') {
     const size_t next = text.find_first_of("/*", end + 1);
     const std::string address(text.substr(end + 1, next - end - 1));
