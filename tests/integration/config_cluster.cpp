@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "tests/integration/frame_client.h"
 #include "tests/wait_until.h"
 
 namespace imhash::test {
@@ -116,6 +117,18 @@ bool ConfigCluster::wait_converged(uint64_t version, int expected_nodes) {
         return at_version >= expected_nodes;
       },
       kPatience, std::chrono::milliseconds(20));
+}
+
+uint64_t ConfigCluster::gets_served() {
+  uint64_t total = 0;
+  for (const auto& [i, process] : hash_) {
+    if (!process->running()) continue;
+    for (int shard = 0; shard < options_.shards; ++shard) {
+      total += FrameClient(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard))
+                   .stat(frame::kStatGets);
+    }
+  }
+  return total;
 }
 
 }  // namespace imhash::test

@@ -103,10 +103,17 @@ TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its
 
   ChildProcess sim(IMHASH_UDP_SIM,
                    {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "10000",
-                    "--duration", "3", "--verify", "--json", "--log-level", "warn"});
-  // The crash comes once the load flows: a thousand of hash3's users logged in.
+                    "--duration", "600", "--verify", "--json", "--log-level", "warn"});
+  // The crash comes once the load flows: a thousand of hash3's users logged in. The load then
+  // runs on without a config server until every user has logged in and 5,000 lookups have been
+  // served (counted from here: held() itself sends GETs), however long that takes here; SIGINT
+  // ends it and it prints its summary.
   CHECK(wait_until([&] { return held(c, 3, 1, 5000) >= 1000; }, kPatience, kPollInterval));
   c.kill_config();
+  const uint64_t gets_before = c.gets_served();
+  CHECK(
+      wait_until([&] { return c.gets_served() >= gets_before + 5000; }, kPatience, kPollInterval));
+  CHECK(sim.stop(SIGINT, std::chrono::seconds(30)) == 0);
   const json::object s = run_sim(sim);
   CHECK(s.at("verify").as_object().at("result").as_string() == "pass");
   CHECK(field(s, "status", "UNAVAILABLE") == 0);

@@ -84,4 +84,10 @@ std::vector<OwnedResponse> FrameClient::call(const std::vector<Request>& request
   return responses;
 }
 
+uint64_t FrameClient::stat(StatIndex i) {
+  const auto r = call({Request{.type = FrameType::kStats, .correlation = 1}});
+  if (r[0].r.status != FrameStatus::kOk) throw std::runtime_error("STATS refused");
+  return r[0].r.stats[i];
+}
+
 }  // namespace imhash::test

@@ -51,12 +51,6 @@ Request keyed(FrameType t, uint64_t id, uint32_t corr, uint64_t version = 0, uin
       .type = t, .flags = flags, .correlation = corr, .table_version = version, .id = id};
 }
 
-uint64_t stat(FrameClient& c, StatIndex i) {
-  auto r = c.call({Request{.type = FrameType::kStats, .correlation = 1}});
-  REQUIRE(r[0].r.status == FrameStatus::kOk);
-  return r[0].r.stats[i];
-}
-
 }  // namespace
 
 TEST_CASE("hash_server: pipelined requests on many connections and shards, every answer checked") {
@@ -117,8 +111,8 @@ TEST_CASE("hash_server: pipelined requests on many connections and shards, every
   CHECK(failures == 0);
 
   FrameClient c(port, 0);
-  CHECK(stat(c, kStatRecords) == 2 * 2000);
-  CHECK(stat(c, kStatUpserts) == 2 * 4000);
+  CHECK(c.stat(kStatRecords) == 2 * 2000);
+  CHECK(c.stat(kStatUpserts) == 2 * 4000);
   // An id of another shard is refused on this shard's connection.
   auto wrong = c.call({keyed(FrameType::kGet, ids_of_shard(1, 1)[0], 9)});
   CHECK(wrong[0].r.status == FrameStatus::kWrongShard);
@@ -148,7 +142,7 @@ TEST_CASE("hash_server: garbage on one connection closes it, the others keep wor
 
   auto again = good.call({keyed(FrameType::kGet, id, 2)});
   CHECK(again[0].r.status == FrameStatus::kOk);
-  CHECK(stat(good, kStatBadFrames) == 3);
+  CHECK(good.stat(kStatBadFrames) == 3);
   CHECK(server.stop(SIGTERM) == 0);
 }
 
@@ -184,7 +178,7 @@ TEST_CASE("hash_server: with a table it answers MOVED for ids it does not own") 
   auto done = c.call({status})[0].r.purge;
   CHECK(done.state == PurgeState::kDone);
   CHECK(done.deleted == 1);
-  CHECK(stat(c, kStatRecords) == 1);
+  CHECK(c.stat(kStatRecords) == 1);
   CHECK(server.stop(SIGTERM) == 0);
 }
 
@@ -213,7 +207,7 @@ TEST_CASE("hash_server: a purge of many records runs while requests keep being a
   CHECK(answered_while_running > 0);
   CHECK(wait_until([&] { return c.call({status})[0].r.purge.state == PurgeState::kDone; }));
   CHECK(c.call({status})[0].r.purge.deleted == kRecords);
-  CHECK(stat(c, kStatRecords) == 0);
+  CHECK(c.stat(kStatRecords) == 0);
   CHECK(server.stop(SIGTERM) == 0);
 }
 
