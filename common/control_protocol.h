@@ -17,14 +17,16 @@
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
 //     {"type":"purge","action":S,"age_s":N}
 //
-// TABLE is the table-file JSON of common/routing_table.h, read with parse_table_json's checks.
-// Integers are plain JSON integers (no fraction, no exponent, not negative). Every listed member is
-// required except "previous" (absent means null). Members a decoder does not know are ignored, so
-// nodes and config servers of different versions can add fields; a missing member or one of the
-// wrong type is an error naming it. Stats values are integers (kept exactly) or finite fractions
-// (kept to within the precision of the JSON library).
+// TABLE is the table-file JSON of common/table_json.h, read in place with read_table's checks
+// (unknown keys rejected there too) and validated. Integers are plain JSON integers (no fraction,
+// no exponent, not negative). Every listed member is required except "previous" (absent means
+// null). Members a decoder does not know are ignored, so nodes and config servers of different
+// versions can add fields; a missing member or one of the wrong type is an error naming it by its
+// path, after the message type ("table: \"table.servers[0].name\" is missing"). Stats values are
+// integers (kept exactly) or finite fractions (kept to within the precision of the JSON library).
 #pragma once
 
+#include <array>
 #include <boost/json/object.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +40,7 @@
 #include "common/bytes.h"
 #include "common/frame_protocol.h"
 #include "common/stream_buffer.h"
-#include "common/routing_table.h"
+#include "common/table.h"
 
 namespace imhash::control {
 
@@ -152,6 +154,17 @@ DecodeStatus drain_messages(StreamBuffer& in, std::string& error, OnMessage&& on
     if (!on_message(m)) return DecodeStatus::kOk;
   }
 }
+
+inline constexpr std::array kRoles{Role::kHash, Role::kLogin};
+inline constexpr std::array kPurgeActions{
+    frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
+    frame::PurgeAction::kAll, frame::PurgeAction::kCancel};
+inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeState::kRunning,
+                                         frame::PurgeState::kDone, frame::PurgeState::kCancelled};
+
+// One shard's progress as a purge_report carries it: {"shard", "state", "kind", "scanned",
+// "total", "deleted"}.
+boost::json::object purge_shard_json(const PurgeShard& s);
 
 const char* to_string(DecodeStatus s);
 const char* to_string(Role r);

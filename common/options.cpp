@@ -4,12 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/system/system_error.hpp>
-#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include "common/log_format.h"
+#include "common/endpoint.h"
 
 namespace po = boost::program_options;
 
@@ -181,14 +181,9 @@ HostPort parse_host_port(const std::string& text, const std::string& what) {
     hp.host = text.substr(0, colon);
     port_text = text.substr(colon + 1);
   }
-  unsigned value = 0;
-  const auto [end, ec] =
-      std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || value > 65535 ||
-      port_text.empty()) {
-    throw UsageError(what + ": bad port '" + port_text + "' in '" + text + "'");
-  }
-  hp.port = static_cast<uint16_t>(value);
+  const std::optional<uint16_t> port = parse_port(port_text);
+  if (!port) throw UsageError(what + ": bad port '" + port_text + "' in '" + text + "'");
+  hp.port = *port;
   return hp;
 }
 

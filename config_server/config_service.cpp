@@ -4,7 +4,11 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/metrics.h"
+#include "common/table_edits.h"
+#include "common/table_json.h"
+#include "common/table_text.h"
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -16,12 +20,6 @@ using control::purge_state_name;
 using frame::PurgeAction;
 
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 json::value table_value(const Table& t) {
   boost::system::error_code ec;
@@ -65,7 +63,7 @@ ConfigService::Node* ConfigService::find(const std::string& role, const std::str
 
 void ConfigService::on_message(NodeSession& session, const control::Message& m) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  const int64_t now = now_ns();
+  const int64_t now = monotonic_ns();
   if (const auto* reg = std::get_if<control::Register>(&m)) {
     const std::string role = control::to_string(reg->role);
     const std::string key = role + "/" + reg->name;
@@ -177,7 +175,7 @@ void ConfigService::push(Node& n) {
   if (const Table* prev = store_.at_version(router_->version() - 1)) p.previous = *prev;
   p.grace_ms = static_cast<uint32_t>(settings_.grace.count());
   n.session->send(p);
-  n.last_push_ns = now_ns();
+  n.last_push_ns = monotonic_ns();
 }
 
 void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
@@ -187,7 +185,7 @@ void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds
 }
 
 void ConfigService::tick() {
-  const int64_t now = now_ns();
+  const int64_t now = monotonic_ns();
   const int64_t down_after =
       std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
   for (auto& [key, n] : nodes_) {
@@ -217,7 +215,7 @@ void ConfigService::check_convergence() {
   for (const auto& [key, n] : nodes_) {
     if (n.up && n.version < convergence_.version) return;
   }
-  convergence_.reached_ms = static_cast<double>(now_ns() - convergence_.started_ns) / 1e6;
+  convergence_.reached_ms = static_cast<double>(monotonic_ns() - convergence_.started_ns) / 1e6;
   spdlog::info("version {} reached every node in {:.1f} ms", convergence_.version,
                *convergence_.reached_ms);
 }
@@ -225,7 +223,7 @@ void ConfigService::check_convergence() {
 void ConfigService::maybe_auto_purge() {
   if (!pending_purge_ || !router_) return;
   if (pending_purge_->version != router_->version()) return;
-  if (now_ns() < pending_purge_->not_before_ns) return;
+  if (monotonic_ns() < pending_purge_->not_before_ns) return;
   // Old copies become garbage only once no login server can still read them: every login server
   // and hash server that is up runs the new version.
   for (const auto& [key, n] : nodes_) {
@@ -248,9 +246,10 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   }
   router_ = Router::compile(t);
   spdlog::info("version {}: {}", t.version, change);
-  convergence_ = Convergence{t.version, now_ns(), std::nullopt};
+  convergence_ = Convergence{t.version, monotonic_ns(), std::nullopt};
   if (previous && settings_.auto_purge) {
-    PendingPurge p{t.version, now_ns() + std::chrono::nanoseconds(settings_.grace).count(), {}};
+    PendingPurge p{
+        t.version, monotonic_ns() + std::chrono::nanoseconds(settings_.grace).count(), {}};
     for (const auto& s : previous->servers) p.servers.push_back(s.name);
     pending_purge_ = std::move(p);
   }
@@ -306,7 +305,7 @@ std::string ConfigService::metrics_text() const {
 // Admin API
 
 json::object ConfigService::node_json(const Node& n) const {
-  const double heard_ms = static_cast<double>(now_ns() - n.last_heard_ns) / 1e6;
+  const double heard_ms = static_cast<double>(monotonic_ns() - n.last_heard_ns) / 1e6;
   json::object o{{"role", n.role},
                  {"name", n.name},
                  {"address", n.address},
@@ -505,14 +504,7 @@ AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
   if (!n->session) return AdminResult::error(503, server + " is not connected");
   send_purge(*n, kind, age_seconds);
   json::array shards;
-  for (const auto& p : n->purges) {
-    shards.push_back(json::object{{"shard", p.shard},
-                                  {"state", purge_state_name(p.state)},
-                                  {"kind", purge_action_name(p.kind)},
-                                  {"scanned", p.scanned},
-                                  {"total", p.total},
-                                  {"deleted", p.deleted}});
-  }
+  for (const auto& p : n->purges) shards.push_back(control::purge_shard_json(p));
   return AdminResult::ok(json::object{
       {"server", server}, {"requested", purge_action_name(kind)}, {"shards", std::move(shards)}});
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 
+#include "common/endpoint.h"
 #include "config_server/config_service.h"
 
 namespace asio = boost::asio;
@@ -19,7 +20,7 @@ NodeSession::NodeSession(tcp::socket socket, ConfigService& service)
     : socket_(std::move(socket)), service_(service) {
   boost::system::error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
-  if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (!ec) peer_ = format_host_port(ep.address().to_string(), ep.port());
   socket_.set_option(tcp::no_delay(true), ec);
 }
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "common/routing_table.h"
+#include "common/table.h"
 
 namespace imhash {
 

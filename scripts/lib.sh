@@ -49,6 +49,35 @@ start_daemon() {
   return 1
 }
 
+# start_config_server LOGDIR ARGS... : starts config_server with both listeners on 127.0.0.1
+# port 0, its state in LOGDIR/state and ARGS, stdout to LOGDIR/config.out; waits for its two
+# "listening on" lines and sets CONFIG_ADDR (the nodes' listener) and ADMIN_ADDR (the admin API).
+start_config_server() {
+  local logdir="$1"
+  shift
+  : >"$logdir/config.out"
+  "$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+    --state-dir "$logdir/state" "$@" >"$logdir/config.out" 2>"$logdir/config.log" &
+  STARTED_PIDS+=($!)
+  for _ in $(seq 1 200); do
+    [[ $(grep -c '^listening on' "$logdir/config.out") -ge 2 ]] && break
+    sleep 0.05
+  done
+  CONFIG_ADDR=$(sed -n '1s/^listening on //p' "$logdir/config.out")
+  ADMIN_ADDR=$(sed -n '2s/^listening on //p' "$logdir/config.out")
+  [[ -n "$ADMIN_ADDR" ]] || { echo "the config server did not start:" >&2; cat "$logdir/config.log" >&2; return 1; }
+}
+
+# wait_registered ADMIN NAME: waits (bounded, 5 s) until the config server whose admin API is
+# ADMIN lists the node NAME.
+wait_registered() {
+  for _ in $(seq 1 100); do
+    "$IMHASH_BUILD/config_server/imctl" --admin "$1" --json status | grep -q "\"name\":\"$2\"" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 stop_all() {
   for pid in "${STARTED_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${STARTED_PIDS[@]}"; do

@@ -56,6 +56,22 @@ ChildProcess::~ChildProcess() {
   if (stdout_fd_ >= 0) close(stdout_fd_);
 }
 
+bool ChildProcess::read_more(std::chrono::steady_clock::time_point deadline,
+                             const char* timeout_error) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw std::runtime_error(timeout_error);
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    buffered_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+}
+
 std::string ChildProcess::read_line(std::chrono::steady_clock::time_point deadline) {
   for (;;) {
     const auto nl = buffered_.find('\n');
@@ -64,15 +80,9 @@ std::string ChildProcess::read_line(std::chrono::steady_clock::time_point deadli
       buffered_.erase(0, nl + 1);
       return line;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) throw std::runtime_error("timed out waiting for output");
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
-    if (n <= 0) throw std::runtime_error("child closed its output (exited?)");
-    buffered_.append(buf, static_cast<size_t>(n));
+    if (!read_more(deadline, "timed out waiting for output")) {
+      throw std::runtime_error("child closed its output (exited?)");
+    }
   }
 }
 
@@ -112,19 +122,11 @@ std::string ChildProcess::available_output() {
 
 std::string ChildProcess::read_all(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (read_more(deadline, "timed out reading the child's output")) {
+  }
   std::string out = std::move(buffered_);
   buffered_.clear();
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) throw std::runtime_error("timed out reading the child's output");
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
-    if (n <= 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
+  return out;
 }
 
 bool ChildProcess::running() {

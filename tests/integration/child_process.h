@@ -41,6 +41,9 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
 
  private:
+  // Appends what the child writes next to buffered_; false once it closed its stdout. Throws
+  // `timeout_error` past `deadline`.
+  bool read_more(std::chrono::steady_clock::time_point deadline, const char* timeout_error);
   std::string read_line(std::chrono::steady_clock::time_point deadline);
 
   pid_t pid_ = -1;

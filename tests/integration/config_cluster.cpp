@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
-#include <thread>
+
+#include "tests/integration/frame_client.h"
+#include "tests/wait_until.h"
 
 namespace imhash::test {
 
@@ -61,18 +63,18 @@ void ConfigCluster::start_hash(int i) {
   // Registered with the config server (so `imctl server add hashN` knows its address)?
   if (!config_ || !config_->running()) return;
   const std::string name = "hash" + std::to_string(i);
-  for (int attempt = 0; attempt < 200; ++attempt) {
+  const bool registered = wait_until([&] {
     const auto status = imctl_json({"status"});
     for (const auto& n : status.as_object().at("nodes").as_array()) {
       const auto& o = n.as_object();
       if (o.at("name").as_string() == name && o.at("state").as_string() == "up" &&
           o.at("connected").as_bool()) {
-        return;
+        return true;
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  throw std::runtime_error(name + " did not register with the config server");
+    return false;
+  });
+  if (!registered) throw std::runtime_error(name + " did not register with the config server");
 }
 
 void ConfigCluster::kill_hash(int i) { hash_.at(i)->stop(SIGKILL); }
@@ -115,19 +117,32 @@ uint64_t ConfigCluster::version() {
 }
 
 bool ConfigCluster::wait_converged(uint64_t version, int expected_nodes) {
-  for (int i = 0; i < 300; ++i) {
-    const auto st = imctl_json({"status"});
-    int at_version = 0;
-    for (const auto& n : st.as_object().at("nodes").as_array()) {
-      const auto& o = n.as_object();
-      if (o.at("state").as_string() == "up" && o.at("version").to_number<uint64_t>() >= version) {
-        ++at_version;
-      }
+  return wait_until(
+      [&] {
+        const auto st = imctl_json({"status"});
+        int at_version = 0;
+        for (const auto& n : st.as_object().at("nodes").as_array()) {
+          const auto& o = n.as_object();
+          if (o.at("state").as_string() == "up" &&
+              o.at("version").to_number<uint64_t>() >= version) {
+            ++at_version;
+          }
+        }
+        return at_version >= expected_nodes;
+      },
+      kPatience, std::chrono::milliseconds(20));
+}
+
+uint64_t ConfigCluster::gets_served() {
+  uint64_t total = 0;
+  for (const auto& [i, process] : hash_) {
+    if (!process->running()) continue;
+    for (int shard = 0; shard < options_.shards; ++shard) {
+      total += FrameClient(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard))
+                   .stat(frame::kStatGets);
     }
-    if (at_version >= expected_nodes) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return false;
+  return total;
 }
 
 }  // namespace imhash::test

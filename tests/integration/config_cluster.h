@@ -51,6 +51,9 @@ class ConfigCluster {
   // it happened.
   bool wait_converged(uint64_t version, int expected_nodes);
   uint64_t version();
+  // GETs (LOOKUPs) the running hash servers have served, over all their shards (asked over the
+  // frame protocol): how far a load has got, for a test that waits for it.
+  uint64_t gets_served();
 
   const std::string& config_address() const { return config_addr_; }
   const std::string& admin_address() const { return admin_addr_; }

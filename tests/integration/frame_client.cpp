@@ -9,20 +9,15 @@
 
 #include <stdexcept>
 
+#include "tests/integration/loopback.h"
+
 namespace imhash::test {
 
 using namespace frame;
 
 FrameClient::FrameClient(uint16_t port, uint16_t shard, const std::string& name) {
-  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd_);
-    throw std::runtime_error("connect failed");
-  }
+  fd_ = connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, port);
+  if (fd_ < 0) throw std::runtime_error("connect failed");
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   timeval tv{10, 0};  // a test must never hang on a server that stopped answering
@@ -91,6 +86,12 @@ std::vector<OwnedResponse> FrameClient::call(const std::vector<Request>& request
     if (!read_one(r)) throw std::runtime_error("connection closed mid-batch");
   }
   return responses;
+}
+
+uint64_t FrameClient::stat(StatIndex i) {
+  const auto r = call({Request{.type = FrameType::kStats, .correlation = 1}});
+  if (r[0].r.status != FrameStatus::kOk) throw std::runtime_error("STATS refused");
+  return r[0].r.stats[i];
 }
 
 }  // namespace imhash::test

@@ -6,12 +6,18 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "tests/integration/child_process.h"
 #include "tests/integration/http_get.h"
+#include "tests/wait_until.h"
 
 using namespace imhash::test;
+
+namespace {
+
+constexpr auto kScrapeInterval = std::chrono::milliseconds(50);  // between polls of /metrics
+
+}  // namespace
 
 TEST_CASE("metrics: every daemon's /metrics follows the load") {
   const std::string state = "metrics_state." + std::to_string(getpid());
@@ -23,21 +29,25 @@ TEST_CASE("metrics: every daemon's /metrics follows the load") {
   ChildProcess hash(IMHASH_HASH_SERVER, {"--name", "hash1", "--shards", "2", "--config", caddr[0],
                                          "--metrics", "127.0.0.1:0"});
   const auto haddr = hash.wait_listening(2);
-  bool registered = false;
-  for (int i = 0; i < 200 && !registered; ++i) {
-    registered = metric(scrape(caddr[2]), "imhash_config_nodes", "state=\"up\"") >= 1;
-    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  REQUIRE(registered);
+  REQUIRE(wait_until(
+      [&] { return metric(scrape(caddr[2]), "imhash_config_nodes", "state=\"up\"") >= 1; },
+      kPatience, kScrapeInterval));
   ChildProcess imctl(IMHASH_IMCTL, {"--admin", caddr[1], "server", "add", "hash1"});
   REQUIRE(imctl.stop(0) == 0);
   ChildProcess login(IMHASH_LOGIN_SERVER,
                      {"--udp", "127.0.0.1:0", "--config", caddr[0], "--threads", "2", "--metrics",
                       "127.0.0.1:0", "--rate-limit", "0"});
   const auto laddr = login.wait_listening(2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // one sampling of the workers
-
-  const std::string before = scrape(laddr[1]);
+  // The workers' figures reach /metrics when they are next sampled (twice a second): wait for the
+  // first sample that sees the table and every link up.
+  std::string before;
+  CHECK(wait_until(
+      [&] {
+        before = scrape(laddr[1]);
+        return metric(before, "imhash_table_version") == 1 &&
+               metric(before, "imhash_login_links", "state=\"up\"") == 4;
+      },
+      kPatience, kScrapeInterval));
   CHECK(metric(before, "imhash_table_version") == 1);
   CHECK(metric(before, "imhash_login_datagrams_total") == 0);
   CHECK(metric(before, "imhash_login_links", "state=\"up\"") == 4);  // 2 threads x 2 shards
@@ -50,24 +60,34 @@ TEST_CASE("metrics: every daemon's /metrics follows the load") {
   const double requests = summary.at("requests").to_number<double>();
   const double ok = summary.at("status").as_object().at("OK").to_number<double>();
   REQUIRE(requests > 0);
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(1200));  // counters are sampled twice a second
-
-  const std::string after = scrape(laddr[1]);
+  // Counters are sampled twice a second, and the config server learns the records from the hash
+  // server's heartbeats: wait until every figure has caught up with the finished load, then
+  // check them all.
+  std::string after, hashed, configured;
+  CHECK(wait_until(
+      [&] {
+        after = scrape(laddr[1]);
+        hashed = scrape(haddr[1]);
+        configured = scrape(caddr[2]);
+        return metric(after, "imhash_login_datagrams_total") == requests &&
+               metric(after, "imhash_login_request_seconds_count") == requests &&
+               metric(hashed, "imhash_hash_requests_total") == requests &&
+               metric(configured, "imhash_config_node_records") ==
+                   metric(hashed, "imhash_hash_records");
+      },
+      kPatience, kScrapeInterval));
   CHECK(metric(after, "imhash_login_datagrams_total") == requests);
   CHECK(metric(after, "imhash_login_replies_total", "status=\"OK\"") == ok);
   CHECK(metric(after, "imhash_login_forwarded_total") == requests);
   CHECK(metric(after, "imhash_login_request_seconds_count") == requests);
   CHECK(metric(after, "imhash_login_request_seconds_sum") > 0);
 
-  const std::string hashed = scrape(haddr[1]);
   CHECK(metric(hashed, "imhash_hash_requests_total") == requests);
   CHECK(metric(hashed, "imhash_hash_records") > 0);
   CHECK(metric(hashed, "imhash_hash_records") <= 3000);
   CHECK(metric(hashed, "imhash_hash_connections") == 4);
   CHECK(metric(hashed, "imhash_table_version") == 1);
 
-  const std::string configured = scrape(caddr[2]);
   CHECK(metric(configured, "imhash_config_table_version") == 1);
   CHECK(metric(configured, "imhash_config_nodes", "state=\"up\"") == 2);
   CHECK(metric(configured, "imhash_config_node_records") == metric(hashed, "imhash_hash_records"));
