@@ -61,16 +61,4 @@ std::string Endpoint::to_string() const {
   return format_host_port(buf, port);
 }
 
-std::string format_host_port(std::string_view host, uint16_t port) {
-  std::string out;
-  const bool v6 = host.find(':') != std::string_view::npos;
-  out.reserve(host.size() + 8);
-  if (v6) out += '[';
-  out += host;
-  if (v6) out += ']';
-  out += ':';
-  out += std::to_string(port);
-  return out;
-}
-
 }  // namespace imhash

@@ -59,7 +59,5 @@ struct Endpoint {
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 
-// "HOST:PORT" as every imhash address is written: an IPv6 literal goes in brackets ("[::1]:80").
-std::string format_host_port(std::string_view host, uint16_t port);
 
 }  // namespace imhash

@@ -7,6 +7,7 @@
 #include "common/endpoint.h"
 #include "common/lifecycle.h"
 #include "common/options.h"
+#include "common/routing_table.h"
 
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
