@@ -1,4 +1,4 @@
-// ConfigLink: a hash or login server's persistent connection to the config server (DESIGN §4, §5;
+// ConfigLink: a hash or login server's persistent connection to the config server (docs/design.md §4, §5;
 // the messages are in common/control_protocol.h). It registers, sends a heartbeat with the node's
 // stats every interval the config server asks for, delivers table pushes and purge commands in the
 // order they arrive, sends acks and purge reports, and when the connection fails or closes it

@@ -1,4 +1,4 @@
-// The config-server link protocol (DESIGN §4, §5): how hash and login servers talk to the config
+// The config-server link protocol (docs/design.md §4, §5): how hash and login servers talk to the config
 // server. Pure codec: bytes in, structs or an error out; no I/O, no logging. Any thread may call
 // these functions; the types are plain values.
 //

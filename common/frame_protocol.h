@@ -1,4 +1,4 @@
-// The login server <-> hash server frame protocol (DESIGN §2, specified in docs/protocol.md).
+// The login server <-> hash server frame protocol (docs/design.md §2, specified in docs/protocol.md).
 // Pure codec: bytes in, structs or an error out; no I/O, no logging, no allocation on decode.
 // Any thread may call these functions.
 //

@@ -1,4 +1,4 @@
-// The routing table (HASH_SELECT, DESIGN §3): a version, a mode and the hash servers, plus the id
+// The routing table (HASH_SELECT, docs/design.md §3): a version, a mode and the hash servers, plus the id
 // ranges of range mode, and validate(), the rules every table obeys. A plain value type: copy it
 // freely; any thread may use its own copy. Lookups go through the immutable Router compiled from a
 // table (common/router.h), not through this type.

@@ -1,4 +1,4 @@
-// ConfigService: the config server's core (DESIGN §3–§5). It owns the durable table history, the
+// ConfigService: the config server's core (docs/design.md §3–§5). It owns the durable table history, the
 // registry of nodes that dialled in, pushes every new version to all of them and tracks their
 // acknowledgements, watches heartbeats (three missed: DOWN), fails over DOWN hash servers when
 // asked to, and sends lazy purges: automatically to old owners once every login server runs the new

@@ -1,5 +1,5 @@
 // Shard: one thread of a hash server, with its own io_context, its records, its purge and the
-// connections bound to it by their handshake (DESIGN §2). Nothing on the data path is shared with
+// connections bound to it by their handshake (docs/design.md §2). Nothing on the data path is shared with
 // other shards: no mutex, no shared atomic counter.
 //
 // Thread rules: the constructor, start(), join() run on the main thread; adopt(), set_router() and

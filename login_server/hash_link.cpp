@@ -4,6 +4,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "common/clock.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -32,11 +33,6 @@ namespace {
 // Room for a full read of pipelined answers plus one maximal frame.
 constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 
 HashLink::HashLink(asio::io_context& ctx, LinkListener& listener, const LinkSettings& settings,
@@ -141,7 +137,7 @@ asio::awaitable<void> HashLink::run() {
       state_ = State::kUp;
       backoff_.reset();
       consecutive_timeouts_ = 0;
-      last_heard_ns_ = steady_ns();
+      last_heard_ns_ = monotonic_ns();
       flush();
       co_await read_loop();
     }
@@ -247,7 +243,7 @@ asio::awaitable<void> HashLink::read_loop() {
       co_return;
     }
     in_.commit(n);
-    last_heard_ns_ = steady_ns();
+    last_heard_ns_ = monotonic_ns();
     bool malformed = false;
     const DecodeStatus st = drain_frames(in_, [&](const Header& h, std::span<const uint8_t> body) {
       Response r;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "common/options.h"
 #include "common/routing_table.h"
 
@@ -16,11 +17,6 @@ timespec mtime_of(const std::string& path) {
 }
 bool same(const timespec& a, const timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 }  // namespace
 
@@ -55,7 +51,7 @@ void TableSource::install_router(std::shared_ptr<const Router> next,
                                  std::chrono::milliseconds grace) {
   auto st = std::make_shared<RoutingState>();
   st->current = std::move(next);
-  const int64_t now = steady_ns();
+  const int64_t now = monotonic_ns();
   if (prev) st->earlier.push_back({std::move(prev), now + std::chrono::nanoseconds(grace).count()});
   // Tables replaced earlier keep their own grace periods: several quick changes in a row must not
   // cut short the fallback reads of the first one.

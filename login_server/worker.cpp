@@ -5,6 +5,7 @@
 
 #include <ctime>
 
+#include "common/clock.h"
 #include "common/event_loop.h"
 
 namespace asio = boost::asio;
@@ -14,12 +15,6 @@ namespace imhash {
 using client::Status;
 
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Links are kept per server identity: a server whose address or shard count changed gets new ones.
 bool same_server(const ServerInfo& a, const ServerInfo& b) {
@@ -171,7 +166,7 @@ void Worker::try_commit() {
   pending_.reset();
   spdlog::debug("worker {}: table version {}", index_, routing_->version());
   if (on_commit_) on_commit_(routing_->version());
-  flow_.set_routing(routing_, now_ns(), actions_);
+  flow_.set_routing(routing_, monotonic_ns(), actions_);
   execute();
   flush_links();
   flush_replies();
@@ -207,7 +202,7 @@ void Worker::schedule_tick() {
   tick_timer_.expires_after(settings_.tick);
   tick_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    const int64_t now = now_ns();
+    const int64_t now = monotonic_ns();
     for (auto& g : groups_) {
       for (auto& l : g.shards) l->tick(now);
     }
@@ -262,7 +257,7 @@ asio::awaitable<void> Worker::receive_loop() {
       }
       const int n = recvmmsg(fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
       if (n <= 0) break;
-      const int64_t now = now_ns();
+      const int64_t now = monotonic_ns();
       const auto unix_now = static_cast<uint32_t>(std::time(nullptr));
       for (int i = 0; i < n; ++i) {
         from[i].len = msgs[i].msg_hdr.msg_namelen;
@@ -289,10 +284,10 @@ void Worker::execute() {
         HashLink* link = link_for(a.target);
         if (!link || !link->can_send()) {
           const uint64_t token = a.token;  // `a` may move when the failure appends its reply
-          flow_.on_failure(token, Status::kUnavailable, now_ns(), actions_);
+          flow_.on_failure(token, Status::kUnavailable, monotonic_ns(), actions_);
           break;
         }
-        if (link->submit(a.frame, a.token, now_ns())) dirty_.push_back(link);
+        if (link->submit(a.frame, a.token, monotonic_ns())) dirty_.push_back(link);
         break;
       }
       case FlowAction::kReply:
@@ -309,13 +304,13 @@ void Worker::execute() {
 
 void Worker::on_answer(uint64_t token, const frame::Response& response) {
   IMHASH_ON_OWNER_THREAD(on_thread());
-  flow_.on_answer(token, response, now_ns(), actions_);
+  flow_.on_answer(token, response, monotonic_ns(), actions_);
   execute();
 }
 
 void Worker::on_failure(uint64_t token, Status status) {
   IMHASH_ON_OWNER_THREAD(on_thread());
-  flow_.on_failure(token, status, now_ns(), actions_);
+  flow_.on_failure(token, status, monotonic_ns(), actions_);
   execute();
 }
 

@@ -1,4 +1,4 @@
-// Authentication (--auth-key-file, DESIGN §6) and per-source rate limiting (--rate-limit) end to
+// Authentication (--auth-key-file, docs/design.md §6) and per-source rate limiting (--rate-limit) end to
 // end: real hash servers, the real login server, imctl token, udp_sim --auth-key-file.
 #include <doctest/doctest.h>
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
 // udp_sim, the real binary, against a fake login server that this test runs in a thread on
-// 127.0.0.1:0: a std::unordered_map store answering per DESIGN §1 with the codec, plus faults on
+// 127.0.0.1:0: a std::unordered_map store answering per docs/design.md §1 with the codec, plus faults on
 // demand (a wrong endpoint for some users, dropped first tries, amplified answers). Checks --verify
 // both ways, the JSON summary, retries with the same request_id, --observed, open-loop pacing,
 // exit statuses, and SIGINT.

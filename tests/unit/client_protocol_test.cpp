@@ -1,4 +1,4 @@
-// Tests for the client protocol codec (common/client_protocol.h, DESIGN §1): golden bytes, round
+// Tests for the client protocol codec (common/client_protocol.h, docs/design.md §1): golden bytes, round
 // trips of every op, every truncation length, and each decode error.
 #include "common/client_protocol.h"
 

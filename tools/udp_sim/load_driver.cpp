@@ -198,7 +198,7 @@ bool LoadDriver::encode(Slot& s) {
   m.user_id = model_.id_of(s.tag.user);
   if (m.op == Op::kLogin || m.op == Op::kHeartbeat)
     m.endpoint = model_.endpoint_to_send(s.tag.user);
-  // Authentication (DESIGN §6): a TOKEN for m.user_id in LOGIN, HEARTBEAT and LOGOUT.
+  // Authentication (docs/design.md §6): a TOKEN for m.user_id in LOGIN, HEARTBEAT and LOGOUT.
   if (tokens_ && m.op != Op::kLookup && m.op != Op::kPing) {
     m.token = tokens_->token_for(s.tag.user, static_cast<uint32_t>(std::time(nullptr)));
   }
