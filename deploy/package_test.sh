@@ -18,9 +18,9 @@ set -u
 [[ $# -eq 1 ]] || { echo "usage: $0 BUILD_DIR" >&2; exit 64; }
 BUILD=$1
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-log() { echo "[package_test $(date +%T)] $*"; }
+export TEST_NAME=package_test
+# shellcheck source=tests/shell/test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/shell/test_lib.sh"
 
 [[ $(id -u) -eq 0 ]] || skip "needs root to install the package with dpkg (running as uid $(id -u))"
 for tool in dpkg dpkg-deb dpkg-shlibdeps cpack systemd-analyze setpriv jq; do
@@ -131,13 +131,7 @@ start() {  # start NAME UNIT INSTANCE EXTRA_FLAGS...: runs it as User=imhash wit
     "${cmd[@]}" "$@") >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PIDS+=($!)
 }
-wait_listening() {  # wait_listening NAME COUNT
-  for _ in $(seq 1 200); do
-    [[ $(grep -c "^listening on" "$WORK/$1.out" 2>/dev/null) -ge $2 ]] && return 0
-    sleep 0.05
-  done
-  fail "$1 did not print 'listening on' $2 time(s)"
-}
+wait_listening() { wait_lines "$WORK/$1.out" "^listening on" "$2"; }  # wait_listening NAME COUNT
 addr() { sed -n "s/^listening on //p" "$WORK/$1.out" | sed -n "${2}p"; }
 
 start config "${UNITS[0]}" "" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --heartbeat-ms 200

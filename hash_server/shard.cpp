@@ -37,7 +37,10 @@ Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name)
       work_(ctx_.get_executor()) {}
 
 void Shard::start() {
-  thread_ = std::thread([this] { ctx_.run(); });
+  thread_ = std::thread([this] {
+    thread_check_.bind();
+    ctx_.run();
+  });
 }
 
 void Shard::join() {
@@ -47,6 +50,7 @@ void Shard::join() {
 void Shard::adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
                   std::vector<uint8_t> leftover) {
   asio::post(ctx_, [this, protocol, fd, leftover = std::move(leftover)]() mutable {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     tcp::socket socket(ctx_, protocol, fd);
     if (stopping_) return;  // the socket closes as it goes out of scope
     asio::co_spawn(ctx_, serve(std::move(socket), std::move(leftover)), asio::detached);
@@ -55,6 +59,7 @@ void Shard::adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handl
 
 void Shard::set_router(std::shared_ptr<const Router> router) {
   asio::post(ctx_, [this, router = std::move(router)]() mutable {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     router_ = std::move(router);
     self_index_ = router_ ? router_->table().server_index(server_name_) : -1;
   });
@@ -62,6 +67,7 @@ void Shard::set_router(std::shared_ptr<const Router> router) {
 
 void Shard::stop() {
   asio::post(ctx_, [this] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     stopping_ = true;
     purge_.cancel();
     boost::system::error_code ec;
@@ -91,7 +97,8 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
     // Answer every complete frame in the buffer, then send all answers with one write.
     now_ = unix_now();
     bool malformed = false;
-    size_t prefetched = 0;  // bytes ahead (from the frame being handled) whose records are on their way
+    size_t prefetched =
+        0;  // bytes ahead (from the frame being handled) whose records are on their way
     const DecodeStatus st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
       if (prefetched == 0) prefetched = prefetch_records(in.data());
       prefetched -= std::min(prefetched, size_t{4} + h.length);
@@ -125,6 +132,7 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
 }
 
 size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   // The first frame is whole (drain_frames hands over only whole frames), so the size returned
   // covers at least it.
   size_t offset = 0;
@@ -140,6 +148,7 @@ size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {
 }
 
 bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   Request q;
   if (decode_request(h, body, q) != DecodeStatus::kOk) return false;
   Response r{.type = q.type,
@@ -213,6 +222,7 @@ void Shard::handle_purge(const Request& q, Response& r) {
 }
 
 void Shard::start_purge(PurgeAction action, uint32_t age_seconds) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   if (action == PurgeAction::kCancel) {
     purge_.cancel();
   } else if (action != PurgeAction::kStatus) {
@@ -232,6 +242,7 @@ void Shard::command_purge(PurgeAction action, uint32_t age_seconds) {
 
 void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
   asio::post(ctx_, [this, done = std::move(done)] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     ShardSnapshot s;
     s.shard = index_;
     s.records = store_.size();
@@ -244,10 +255,12 @@ void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
 }
 
 void Shard::schedule_purge_step() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   if (purge_scheduled_ || !purge_.running() || stopping_) return;
   purge_scheduled_ = true;
   // A posted step runs after the handlers already queued, so requests interleave with the purge.
   asio::post(ctx_, [this] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     purge_scheduled_ = false;
     now_ = unix_now();
     counters_.purged += purge_.step(store_, kPurgeBatchSlots, purge_context());
@@ -260,10 +273,12 @@ void Shard::schedule_purge_step() {
 }
 
 Purge::Context Shard::purge_context() const {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   return Purge::Context{router_.get(), self_index_, now_};
 }
 
 void Shard::fill_stats(Response& r) const {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   r.stat_count = kStatCount;
   r.stats[kStatRecords] = store_.size();
   r.stats[kStatMemoryBytes] = store_.memory_bytes();

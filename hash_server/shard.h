@@ -1,6 +1,6 @@
 // Shard: one thread of a hash server, with its own io_context, its records, its purge and the
-// connections bound to it by their handshake (docs/design.md §2). Nothing on the data path is shared with
-// other shards: no mutex, no shared atomic counter.
+// connections bound to it by their handshake (docs/design.md §2). Nothing on the data path is
+// shared with other shards: no mutex, no shared atomic counter.
 //
 // Thread rules: the constructor, start(), join() run on the main thread; adopt(), set_router() and
 // stop() may be called from any thread (they post to the shard); everything else runs on the
@@ -75,7 +75,7 @@ class Shard {
   void fill_stats(frame::Response& r) const;
   void schedule_purge_step();
   Purge::Context purge_context() const;
-  bool on_shard_thread() { return ctx_.get_executor().running_in_this_thread(); }
+  bool on_shard_thread() const { return thread_check_.owned(); }
 
   // Constant after construction.
   const uint32_t index_;
@@ -85,6 +85,7 @@ class Shard {
   boost::asio::io_context ctx_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
+  ThreadCheck thread_check_;  // bound to thread_ as it starts
 
   // Owned by the shard thread.
   RecordStore store_;

@@ -27,9 +27,9 @@ if [[ $# -ne 6 ]]; then
 fi
 CONFIG_SERVER=$1 HASH_SERVER=$2 LOGIN_SERVER=$3 UDP_SIM=$4 IMCTL=$5 LOSSY_RELAY=$6
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-log() { echo "[netns_test $(date +%T)] $*"; }
+export TEST_NAME=netns_test
+# shellcheck source=tests/shell/test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../shell/test_lib.sh"
 
 [[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces (running as uid $(id -u))"
 command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
@@ -151,13 +151,7 @@ start() {  # start NAME NS PROGRAM ARGS...: runs in the namespace, output in $WO
   ip netns exec "$ns" "$@" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
 }
-wait_listening() {  # wait_listening NAME COUNT
-  for _ in $(seq 1 200); do
-    [[ $(grep -c "listening on" "$WORK/$1.log" 2>/dev/null) -ge $2 ]] && return 0
-    sleep 0.05
-  done
-  fail "$1 did not print 'listening on' $2 time(s)"
-}
+wait_listening() { wait_lines "$WORK/$1.log" "listening on" "$2"; }  # wait_listening NAME COUNT
 imctl() { ip netns exec "$NS_CFG" "$IMCTL" --admin "$NET.1:7100" "$@"; }
 
 start config "$NS_CFG" "$CONFIG_SERVER" --listen "$NET.1:7000" --admin "$NET.1:7100" \
