@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace imhash {
@@ -38,6 +39,22 @@ std::string check_host_port(std::string_view address) {
   const std::optional<uint16_t> port = parse_port(address.substr(colon + 1));
   if (!port || *port == 0) return "does not end in a port between 1 and 65535";
   return {};
+}
+
+const char* unreachable_endpoint_reason(const Endpoint& e) {
+  if (!e.valid()) return "no address family";
+  if (e.port == 0) return "port 0";
+  const auto end = e.addr.begin() + static_cast<std::ptrdiff_t>(e.addr_len());
+  if (std::all_of(e.addr.begin(), end, [](uint8_t b) { return b == 0; })) {
+    return "unspecified address";
+  }
+  if (e.family == 4) {
+    if ((e.addr[0] & 0xf0) == 0xe0) return "multicast address";
+    if (e.v4_host_order() == 0xffffffffu) return "broadcast address";
+  } else if (e.addr[0] == 0xff) {
+    return "multicast address";
+  }
+  return nullptr;
 }
 
 Endpoint Endpoint::unmapped() const {

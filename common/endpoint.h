@@ -59,5 +59,9 @@ struct Endpoint {
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 
+// Why `e` cannot be stored as where a user is, or nullptr when it can: a client can be reached
+// only at a unicast address and a real port, so port 0, unspecified (0.0.0.0, ::), multicast
+// (224.0.0.0/4, ff00::/8) and the IPv4 broadcast address are refused (BAD_REQUEST).
+const char* unreachable_endpoint_reason(const Endpoint& e);
 
 }  // namespace imhash

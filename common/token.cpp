@@ -69,23 +69,31 @@ TokenMac::TokenMac(std::span<const uint8_t> key) : impl_(std::make_unique<Impl>(
 
 TokenMac::~TokenMac() = default;
 
-std::array<uint8_t, 16> TokenMac::operator()(uint64_t user_id, uint32_t expiry) {
+std::optional<std::array<uint8_t, 16>> TokenMac::operator()(uint64_t user_id, uint32_t expiry) {
   const auto msg = token_message(user_id, expiry);
   uint8_t full[EVP_MAX_MD_SIZE];
   size_t len = 0;
-  std::array<uint8_t, 16> mac{};
   // A null key re-initialises with the key set at construction. These fail only on allocation
-  // failure inside OpenSSL; the all-zero MAC then matches no real token's.
-  if (EVP_MAC_init(impl_->ctx, nullptr, 0, nullptr) == 1 &&
-      EVP_MAC_update(impl_->ctx, msg.data(), msg.size()) == 1 &&
-      EVP_MAC_final(impl_->ctx, full, &len, sizeof full) == 1 && len >= mac.size()) {
-    std::memcpy(mac.data(), full, mac.size());
+  // failure inside OpenSSL.
+  if (EVP_MAC_init(impl_->ctx, nullptr, 0, nullptr) != 1 ||
+      EVP_MAC_update(impl_->ctx, msg.data(), msg.size()) != 1 ||
+      EVP_MAC_final(impl_->ctx, full, &len, sizeof full) != 1 || len < 16) {
+    return std::nullopt;
   }
+  std::array<uint8_t, 16> mac;
+  std::memcpy(mac.data(), full, mac.size());
   return mac;
 }
 
 std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry) {
-  return TokenMac(key)(user_id, expiry);
+  const auto mac = TokenMac(key)(user_id, expiry);
+  if (!mac) throw std::runtime_error("OpenSSL failed to compute an HMAC-SHA256");
+  return *mac;
+}
+
+bool token_mac_matches(const std::optional<std::array<uint8_t, 16>>& want,
+                       const client::Token& token) {
+  return want && CRYPTO_memcmp(want->data(), token.mac.data(), want->size()) == 0;
 }
 
 client::Token make_token(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry) {
@@ -103,8 +111,7 @@ TokenCheck check_token(MacOf&& mac_of, const client::Token& token, uint64_t head
                        uint32_t now) {
   if (token.user_id != header_user_id) return TokenCheck::kWrongUser;
   if (token.expiry <= now) return TokenCheck::kExpired;
-  const std::array<uint8_t, 16> want = mac_of(token.user_id, token.expiry);
-  if (CRYPTO_memcmp(want.data(), token.mac.data(), want.size()) != 0) return TokenCheck::kBadMac;
+  if (!token_mac_matches(mac_of(token.user_id, token.expiry), token)) return TokenCheck::kBadMac;
   return TokenCheck::kOk;
 }
 
@@ -112,8 +119,8 @@ TokenCheck check_token(MacOf&& mac_of, const client::Token& token, uint64_t head
 
 TokenCheck verify_token(std::span<const uint8_t> key, const client::Token& token,
                         uint64_t header_user_id, uint32_t now) {
-  return check_token([&](uint64_t id, uint32_t expiry) { return token_mac(key, id, expiry); },
-                     token, header_user_id, now);
+  TokenMac mac(key);
+  return check_token(mac, token, header_user_id, now);
 }
 
 TokenCheck verify_token(TokenMac& mac, const std::optional<client::Token>& token,

@@ -1,9 +1,9 @@
-// Authentication tokens (docs/design.md §6): TOKEN = user_id (8) ‖ expiry (4, Unix seconds) ‖ the first 16
-// bytes of HMAC-SHA256(key, user_id ‖ expiry), all big-endian. Issued by the IM system's auth
-// service (and `imctl token` for tests), checked by login servers started with --auth-key-file.
-// Pure: no I/O, no clock (callers pass `now`), no exceptions; the MAC is compared in constant time
-// (CRYPTO_memcmp). Any thread may call the free functions concurrently; a TokenMac belongs to one
-// thread.
+// Authentication tokens (docs/design.md §6): TOKEN = user_id (8) ‖ expiry (4, Unix seconds) ‖ the
+// first 16 bytes of HMAC-SHA256(key, user_id ‖ expiry), all big-endian. Issued by the IM system's
+// auth service (and `imctl token` for tests), checked by login servers started with
+// --auth-key-file. Pure: no I/O, no clock (callers pass `now`), no exceptions; the MAC is compared
+// in constant time (CRYPTO_memcmp). Any thread may call the free functions concurrently; a TokenMac
+// belongs to one thread.
 #pragma once
 
 #include <array>
@@ -42,15 +42,18 @@ class TokenMac {
   TokenMac(const TokenMac&) = delete;
   TokenMac& operator=(const TokenMac&) = delete;
 
-  // The 16-byte MAC of (user_id, expiry).
-  std::array<uint8_t, 16> operator()(uint64_t user_id, uint32_t expiry);
+  // The 16-byte MAC of (user_id, expiry); nullopt if OpenSSL failed (an allocation inside it),
+  // which every check treats as a mismatch: a failure never yields a MAC that some token could
+  // match.
+  std::optional<std::array<uint8_t, 16>> operator()(uint64_t user_id, uint32_t expiry);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The 16-byte MAC of (user_id, expiry) under `key` (a TokenMac made for the call).
+// The 16-byte MAC of (user_id, expiry) under `key` (a TokenMac made for the call). Throws
+// std::runtime_error if OpenSSL fails (tools and tests; the data path uses a TokenMac).
 std::array<uint8_t, 16> token_mac(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry);
 
 client::Token make_token(std::span<const uint8_t> key, uint64_t user_id, uint32_t expiry);
@@ -62,6 +65,11 @@ TokenCheck verify_token(std::span<const uint8_t> key, const std::optional<client
                         uint64_t header_user_id, uint32_t now);
 TokenCheck verify_token(TokenMac& mac, const std::optional<client::Token>& token,
                         uint64_t header_user_id, uint32_t now);
+
+// Compares the MAC a token should carry (`want`, nullopt when it could not be computed) with the
+// one it carries, in constant time. Fails closed: no `want`, no match.
+bool token_mac_matches(const std::optional<std::array<uint8_t, 16>>& want,
+                       const client::Token& token);
 
 // The 28 TOKEN bytes, as they travel in the TLV.
 std::array<uint8_t, client::kTokenLen> token_bytes(const client::Token& token);

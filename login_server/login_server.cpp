@@ -1,12 +1,16 @@
 #include "login_server/login_server.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <cstring>
 #include <future>
 
 #include "common/endpoint.h"
 #include "common/lifecycle.h"
 #include "common/options.h"
+#include "common/table_text.h"
 
 namespace asio = boost::asio;
 using asio::ip::udp;
@@ -41,6 +45,21 @@ void run_until(asio::io_context& ctx, const bool& done, std::chrono::millisecond
     ctx.run_for(std::chrono::milliseconds(10));
     if (ctx.stopped()) ctx.restart();
   }
+}
+
+// login-HOST-PORT: unique per host and UDP port, so two login servers never knock each other's
+// config link off by registering under one name. Characters outside the name rule become '-'.
+std::string default_login_name(uint16_t port) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
+  std::string name = "login-";
+  for (const char* c = host; *c != '\0' && *c != '.'; ++c) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(*c)) || *c == '_' || *c == '-';
+    name += ok ? *c : '-';
+  }
+  name += "-" + std::to_string(port);
+  if (name.size() > kMaxServerNameLength) name.erase(0, name.size() - kMaxServerNameLength);
+  return name;
 }
 
 }  // namespace
@@ -157,6 +176,10 @@ void LoginServer::run() {
   at.port(sockets.front().local_endpoint().port());  // port 0: the others join the chosen port
   for (uint32_t i = 1; i < config_.threads; ++i) sockets.push_back(bind_udp(ctx_, at));
   const std::string address = format_host_port(at.address().to_string(), at.port());
+  if (config_.name.empty()) {
+    config_.name = default_login_name(at.port());
+    config_.worker.link.client_name = config_.name;
+  }
 
   committed_.assign(config_.threads, 0);
   counters_.assign(config_.threads, LoginCounters{});
@@ -230,11 +253,10 @@ void LoginServer::run() {
   wait_reload();
 
   const auto routing = tables_.latest();
-  spdlog::info("login server {}: {} threads, table version {}{}", config_.name, config_.threads,
-               routing ? routing->version() : 0,
-               control_.has_config_server()
-                   ? ", config server " + config_.control.config_address
-                   : "");
+  spdlog::info(
+      "login server {}: {} threads, table version {}{}", config_.name, config_.threads,
+      routing ? routing->version() : 0,
+      control_.has_config_server() ? ", config server " + config_.control.config_address : "");
   announce_listening(address);
   control_.start_metrics([this](MetricsText& m) { render_metrics(m); });
   const Lifecycle lifecycle(ctx_, [this] { return tables_.latest() != nullptr; });  // READY=1

@@ -23,7 +23,7 @@ struct LoginServerConfig {
   std::string udp_host = "127.0.0.1";
   uint16_t udp_port = 0;
   uint32_t threads = 1;
-  std::string name = "login";
+  std::string name;        // empty: login-HOST-PORT, set once the UDP port is bound
   std::string table_file;  // may be empty with a config server
   NodeControl::Endpoints control;
   std::chrono::milliseconds grace{60000};  // file mode: fallback reads after a table change

@@ -6,6 +6,7 @@
 #include "common/key_file.h"
 #include "common/node_control.h"
 #include "common/options.h"
+#include "common/table_text.h"
 #include "login_server/login_server.h"
 
 namespace {
@@ -37,15 +38,19 @@ int login_server_main(int argc, char** argv) {
       "grace-ms", po::value<uint32_t>()->default_value(60000),
       "with --table: after the file changes, how long a lookup that misses at the new owner is "
       "retried at the previous one (pushed tables bring their own)")(
-      "name", po::value<std::string>()->default_value("login"),
-      "this server's name (in handshakes)")(
+      "name", po::value<std::string>(),
+      "this server's name in handshakes and imctl status; default login-HOST-PORT (this host's "
+      "name and the bound UDP port), so that two login servers never share one")(
       "auth-key-file", po::value<std::string>(),
       "switch authentication on: LOGIN, HEARTBEAT and LOGOUT need a TOKEN MACed with the key in "
       "FILE (hex, at least 32 digits); without a valid one: UNAUTHORIZED")(
       "rate-limit", po::value<uint32_t>()->default_value(20000),
       "requests per second per source address, per worker thread (0: no limit); beyond: "
       "RATE_LIMITED")("rate-burst", po::value<uint32_t>(),
-                      "token bucket size per source address (default: 2 x --rate-limit)");
+                      "token bucket size per source address (default: 2 x --rate-limit)")(
+      "rate-limit-ipv6-prefix", po::value<uint32_t>()->default_value(64),
+      "IPv6 sources share a bucket per prefix of this many bits (1 to 128; one host usually "
+      "holds a whole /64)");
   NodeControl::add_options(opts,
                            "config server HOST:PORT: register there and take every table it "
                            "pushes");
@@ -73,7 +78,14 @@ int login_server_main(int argc, char** argv) {
   const uint32_t dead_after = opts.get<uint32_t>("dead-after-ms");
   if (dead_after > 600000) throw UsageError("--dead-after-ms must be 0 to 600000");
   link.dead_after = std::chrono::milliseconds(dead_after);
-  link.client_name = opts.get<std::string>("name");
+  link.client_name.clear();  // no --name: LoginServer names itself once its port is bound
+  if (opts.has("name")) {
+    link.client_name = opts.get<std::string>("name");
+    if (!is_valid_server_name(link.client_name)) {
+      throw UsageError("--name '" + link.client_name + "' is not a valid name (" +
+                       std::string(kServerNameRule) + ")");
+    }
+  }
   config.worker.tick =
       std::clamp(link.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(20));
   if (!opts.has("table") && !opts.has("config")) {
@@ -81,7 +93,7 @@ int login_server_main(int argc, char** argv) {
   }
   config.control = NodeControl::endpoints(opts);
   if (opts.has("table")) config.table_file = opts.get<std::string>("table");
-  config.name = opts.get<std::string>("name");
+  config.name = link.client_name;  // empty: LoginServer names itself once its port is bound
   config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
   if (opts.has("auth-key-file")) {
     config.worker.flow.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));
@@ -96,6 +108,9 @@ int login_server_main(int argc, char** argv) {
     limit.burst = static_cast<uint32_t>(std::min<uint64_t>(2ull * limit.rate, UINT32_MAX));
   }
   if (limit.rate != 0 && limit.burst == 0) limit.burst = 1;
+  const uint32_t prefix = opts.get<uint32_t>("rate-limit-ipv6-prefix");
+  if (prefix == 0 || prefix > 128) throw UsageError("--rate-limit-ipv6-prefix must be 1 to 128");
+  limit.ipv6_prefix = static_cast<uint8_t>(prefix);
   config.worker.flow.park_ns = std::chrono::nanoseconds(link.timeout).count();
   config.worker.flow.max_parked = link.max_in_flight;
   LoginServer server(std::move(config));

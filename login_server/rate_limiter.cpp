@@ -10,11 +10,13 @@ namespace {
 
 constexpr uint64_t kMicro = 1'000'000;
 
-uint64_t hash_address(const Endpoint& e) {
+constexpr int64_t kRefusalIntervalMs = 1000 / RateLimiter::kRefusalsPerSecond;
+
+uint64_t hash_address(const std::array<uint8_t, 16>& addr, uint8_t family) {
   uint64_t a = 0, b = 0;
-  std::memcpy(&a, e.addr.data(), 8);
-  std::memcpy(&b, e.addr.data() + 8, 8);
-  uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + e.family) * 0xc2b2ae3d27d4eb4full;
+  std::memcpy(&a, addr.data(), 8);
+  std::memcpy(&b, addr.data() + 8, 8);
+  uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + family) * 0xc2b2ae3d27d4eb4full;
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 32;
@@ -48,14 +50,26 @@ uint64_t RateLimiter::refill(const Bucket& b, int64_t now_ns) const {
   return std::min(burst_micro_, b.micro_tokens + gained);
 }
 
-bool RateLimiter::allow(const Endpoint& source, int64_t now_ns) {
-  if (!enabled()) return true;
-  Bucket* set = &buckets_[(hash_address(source) & (sets_ - 1)) * kWays];
+std::array<uint8_t, 16> RateLimiter::key_of(const Endpoint& source) const {
+  std::array<uint8_t, 16> key = source.addr;
+  if (source.family == 6 && limit_.ipv6_prefix < 128) {
+    const unsigned bits = limit_.ipv6_prefix;
+    for (unsigned i = bits / 8; i < key.size(); ++i) key[i] = 0;
+    if (bits % 8 != 0)
+      key[bits / 8] = source.addr[bits / 8] & static_cast<uint8_t>(0xff00 >> (bits % 8));
+  }
+  return key;
+}
+
+RateLimiter::Verdict RateLimiter::admit(const Endpoint& source, int64_t now_ns) {
+  if (!enabled()) return Verdict::kAllow;
+  const std::array<uint8_t, 16> key = key_of(source);
+  Bucket* set = &buckets_[(hash_address(key, source.family) & (sets_ - 1)) * kWays];
   Bucket* found = nullptr;
   Bucket* victim = nullptr;
   for (uint32_t w = 0; w < kWays; ++w) {
     Bucket& b = set[w];
-    if (b.used && b.family == source.family && b.addr == source.addr) {
+    if (b.used && b.family == source.family && b.addr == key) {
       found = &b;
       break;
     }
@@ -75,7 +89,8 @@ bool RateLimiter::allow(const Endpoint& source, int64_t now_ns) {
     found = victim;
     found->used = true;
     found->family = source.family;
-    found->addr = source.addr;
+    found->addr = key;
+    found->refused_ms = 0;
     found->micro_tokens = burst_micro_;
     found->refilled_ns = now_ns;
     found->seen_ns = now_ns;
@@ -89,9 +104,19 @@ bool RateLimiter::allow(const Endpoint& source, int64_t now_ns) {
     found->micro_tokens = tokens;
   }
   found->seen_ns = std::max(found->seen_ns, now_ns);
-  if (found->micro_tokens < kMicro) return false;
-  found->micro_tokens -= kMicro;
-  return true;
+  if (found->micro_tokens >= kMicro) {
+    found->micro_tokens -= kMicro;
+    return Verdict::kAllow;
+  }
+  // 0 marks "never refused", so a refusal at a time whose ms value is 0 is stored as 1.
+  uint32_t now_ms = static_cast<uint32_t>(now_ns / 1'000'000);
+  if (now_ms == 0) now_ms = 1;
+  if (found->refused_ms != 0 &&
+      static_cast<int32_t>(now_ms - found->refused_ms) < kRefusalIntervalMs) {
+    return Verdict::kDrop;
+  }
+  found->refused_ms = now_ms;
+  return Verdict::kRefuse;
 }
 
 }  // namespace imhash

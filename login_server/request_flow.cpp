@@ -9,7 +9,6 @@ using client::Status;
 using frame::FrameStatus;
 using frame::FrameType;
 
-
 RequestFlow::RequestFlow(const FlowSettings& settings, const LinkView& links,
                          LoginCounters& counters)
     : settings_(settings),
@@ -78,7 +77,12 @@ void RequestFlow::on_datagram(std::span<const uint8_t> datagram, const ClientAdd
   uint8_t reply_buf[client::kMinDatagram];
   Plan plan;
   const Endpoint source = from.endpoint();
-  if (!limiter_.allow(source, now_ns)) {
+  const RateLimiter::Verdict verdict = limiter_.admit(source, now_ns);
+  if (verdict == RateLimiter::Verdict::kDrop) {
+    ++counters_.dropped[static_cast<size_t>(DropReason::kRateLimited)];
+    return;
+  }
+  if (verdict == RateLimiter::Verdict::kRefuse) {
     plan = plan_rate_limited(datagram, reply_buf);
   } else {
     const AuthPolicy auth{.mac = token_mac_.get(), .now = unix_now};

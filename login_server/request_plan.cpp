@@ -15,6 +15,8 @@ const char* to_string(DropReason r) {
       return "too_short";
     case DropReason::kBadMagic:
       return "bad_magic";
+    case DropReason::kRateLimited:
+      return "rate_limited";
     case DropReason::kCount:
       break;
   }
@@ -99,6 +101,11 @@ Plan plan_request(std::span<const uint8_t> datagram, const Endpoint& source, uin
     case Op::kLogin:
     case Op::kHeartbeat:
       p.ask.endpoint = (m.endpoint ? *m.endpoint : source).unmapped();
+      // Stored and handed out to whoever looks the user up: only a reachable unicast endpoint.
+      if (unreachable_endpoint_reason(p.ask.endpoint) != nullptr) {
+        return reply_plan(Status::kBadRequest,
+                          client::encode_error_reply(d.header, Status::kBadRequest, reply));
+      }
       p.frame_type = frame::FrameType::kUpsert;
       break;
     case Op::kLookup:

@@ -13,7 +13,8 @@
 namespace imhash {
 
 // Why a datagram got no reply at all; each is counted.
-enum class DropReason : uint8_t { kTooShort, kBadMagic, kCount };
+// kRateLimited: over the source's limit and already refused recently (RateLimiter::Verdict::kDrop).
+enum class DropReason : uint8_t { kTooShort, kBadMagic, kRateLimited, kCount };
 const char* to_string(DropReason r);
 
 // What the client asked for, kept while its request is in flight to a hash server.
@@ -40,9 +41,9 @@ struct Plan {
   TokenCheck auth = TokenCheck::kOk;  // with auth on: why a request was answered UNAUTHORIZED
 };
 
-// Authentication (docs/design.md §6), when the login server has a key: LOGIN, HEARTBEAT and LOGOUT need a
-// valid TOKEN for the header's user_id, unexpired at `now` (Unix seconds); LOOKUP and PING need
-// none. The keyed MAC (one per worker thread) is owned elsewhere and outlives the policy.
+// Authentication (docs/design.md §6), when the login server has a key: LOGIN, HEARTBEAT and LOGOUT
+// need a valid TOKEN for the header's user_id, unexpired at `now` (Unix seconds); LOOKUP and PING
+// need none. The keyed MAC (one per worker thread) is owned elsewhere and outlives the policy.
 struct AuthPolicy {
   TokenMac* mac = nullptr;
   uint32_t now = 0;

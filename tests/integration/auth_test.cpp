@@ -1,15 +1,17 @@
-// Authentication (--auth-key-file, docs/design.md §6) and per-source rate limiting (--rate-limit) end to
-// end: real hash servers, the real login server, imctl token, udp_sim --auth-key-file.
+// Authentication (--auth-key-file, docs/design.md §6) and per-source rate limiting (--rate-limit)
+// end to end: real hash servers, the real login server, imctl token, udp_sim --auth-key-file.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "common/token.h"
@@ -39,13 +41,15 @@ std::vector<uint8_t> key() {
 std::string write_key_file() {
   const std::string path = "auth_key." + std::to_string(getpid()) + ".hex";
   std::ofstream(path) << kKeyHex << "\n";
+  ::chmod(path.c_str(), 0600);
   return path;
 }
 
 uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
 
 Endpoint endpoint_of(uint64_t user) {
-  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(user), static_cast<uint16_t>(user));
+  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(user),
+                      static_cast<uint16_t>(1 + user % 65535));
 }
 
 client::Message with_token(Op op, uint64_t user, std::optional<client::Token> token) {
@@ -143,6 +147,19 @@ TEST_CASE("auth: a token from imctl token logs in, and a bad key file stops the 
                        {"--udp", "127.0.0.1:0", "--table", cluster.options().table_file,
                         "--auth-key-file", "no_such_key_file.hex"});
   CHECK(missing.stop(0) == 78);
+  // A key other users can read is refused, naming the file and its mode.
+  const std::string open_key = "open_key." + std::to_string(getpid()) + ".hex";
+  std::ofstream(open_key) << kKeyHex << "\n";
+  ::chmod(open_key.c_str(), 0644);
+  const std::string err_log = open_key + ".stderr";
+  ChildProcess readable(IMHASH_LOGIN_SERVER,
+                        {"--udp", "127.0.0.1:0", "--table", cluster.options().table_file,
+                         "--auth-key-file", open_key},
+                        {.stderr_log = err_log});
+  CHECK(readable.stop(0) == 78);
+  std::ostringstream err;
+  err << std::ifstream(err_log).rdbuf();
+  CHECK(err.str().find("accessible by other users (mode 0644)") != std::string::npos);
 }
 
 TEST_CASE("auth: udp_sim --auth-key-file --verify passes with 10k users") {
@@ -166,7 +183,7 @@ TEST_CASE("auth: udp_sim --auth-key-file --verify passes with 10k users") {
   CHECK(cluster.login().stop(SIGTERM) == 0);
 }
 
-TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never larger") {
+TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never larger, and few") {
   Cluster cluster;
   cluster.write_table(1, {0, 1, 2});
   cluster.start_login({"--rate-limit", "1000", "--rate-burst", "1000"});
@@ -178,6 +195,7 @@ TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never 
 
   constexpr int kRequests = 5000;
   uint8_t buf[256];
+  const auto started = std::chrono::steady_clock::now();
   for (int i = 0; i < kRequests; ++i) {
     client::Message m = UdpClient::make(i % 2 ? Op::kPing : Op::kLookup, i % 2 ? 0 : 42);
     m.request_id = static_cast<uint32_t>(i + 1);
@@ -208,11 +226,19 @@ TEST_CASE("rate limit: a burst from one source gets RATE_LIMITED replies, never 
     }
   }
   close(fd);
+  // Not a timing assertion: the bound on replies follows from however long the exchange took.
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   CAPTURE(limited);
   CAPTURE(ok);
   CAPTURE(other);
+  CAPTURE(seconds);
   CHECK(larger == 0);
   CHECK(limited > 0);
+  // RATE_LIMITED answers are rate limited themselves (10 a second per source and worker), so a
+  // spoofed victim gets at most --rate-limit replies plus those.
+  CHECK(limited <= static_cast<int>(10 * (seconds + 1)));
+  CHECK(ok + limited <= static_cast<int>(1000 + 1000 * seconds + 10 * (seconds + 1)));
   CHECK(ok >= 500);       // the burst went through (some may be lost in socket buffers)
   CHECK(ok < kRequests);  // and not everything after it
 

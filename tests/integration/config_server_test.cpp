@@ -3,6 +3,9 @@
 // that missed a push.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "common/frame_protocol.h"
 #include "tests/integration/config_cluster.h"
@@ -187,4 +190,40 @@ TEST_CASE("config_server: a login server that missed a push gets MOVED and catch
   CHECK(ping->table_version == 2u);
   CHECK(held(c, 2, 7, 7) == 1);
   CHECK(held(c, 1, 7, 7) == 0);
+}
+
+TEST_CASE("config_server: login servers started without --name register under distinct names") {
+  // The default name is login-HOST-PORT: two login servers on one host never take each other's
+  // place at the config server.
+  ConfigCluster c;
+  c.start_config();
+  const std::vector<std::string> args = {
+      "--udp", "127.0.0.1:0", "--config", c.config_address(), "--rate-limit", "0"};
+  ChildProcess a(IMHASH_LOGIN_SERVER, args), b(IMHASH_LOGIN_SERVER, args);
+  const uint16_t port_a = port_of(a.wait_listening()[0]);
+  const uint16_t port_b = port_of(b.wait_listening()[0]);
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof host - 1) == 0);
+  std::string short_host(host);
+  short_host = short_host.substr(0, short_host.find('.'));
+  const auto suffix = [](uint16_t port) { return "-" + std::to_string(port); };
+  std::vector<std::string> names;
+  const bool both = wait_until([&] {
+    names.clear();
+    const auto status = c.imctl_json({"status"});
+    for (const auto& n : status.as_object().at("nodes").as_array()) {
+      const auto& o = n.as_object();
+      if (o.at("role").as_string() == "login" && o.at("connected").as_bool()) {
+        names.emplace_back(o.at("name").as_string());
+      }
+    }
+    return names.size() == 2;
+  });
+  CAPTURE(names.size());
+  REQUIRE(both);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> want = {"login-" + short_host + suffix(port_a),
+                                   "login-" + short_host + suffix(port_b)};
+  std::sort(want.begin(), want.end());
+  CHECK(names == want);
 }

@@ -21,7 +21,8 @@ using imhash::test::wait_until;
 namespace {
 
 Endpoint endpoint_of(uint64_t user) {
-  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(user), static_cast<uint16_t>(user));
+  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(user),
+                      static_cast<uint16_t>(1 + user % 65535));
 }
 
 Status status_of(const std::optional<client::Message>& m) {

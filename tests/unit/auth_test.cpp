@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "common/key_file.h"
 #include "common/token.h"
 #include "config_server/imctl_command.h"
 #include "login_server/request_plan.h"
@@ -76,12 +77,12 @@ TEST_CASE("token: a TokenMac reused for many MACs gives the golden values every 
   TokenMac mac2(*key2);
   for (int round = 0; round < 3; ++round) {
     CAPTURE(round);
-    CHECK(to_hex(mac(42, 0x6553f100)) == "08c224fbeec79c84e79a6e2a61f2bfe0");
-    CHECK(to_hex(mac2(UINT64_MAX, UINT32_MAX)) == "c7d1031ab4929625467c44a6219fc468");
+    CHECK(to_hex(*mac(42, 0x6553f100)) == "08c224fbeec79c84e79a6e2a61f2bfe0");
+    CHECK(to_hex(*mac2(UINT64_MAX, UINT32_MAX)) == "c7d1031ab4929625467c44a6219fc468");
   }
   // Interleaved with other messages, each MAC is that of its own message.
   for (uint64_t id = 1; id <= 300; ++id) {
-    REQUIRE(mac(id, kNow) == token_mac(key_00_1f(), id, kNow));
+    REQUIRE(*mac(id, kNow) == token_mac(key_00_1f(), id, kNow));
   }
   CHECK(verify_token(mac, make_token(key_00_1f(), 7, kNow + 1), 7, kNow) == TokenCheck::kOk);
   CHECK(verify_token(mac2, make_token(key_00_1f(), 7, kNow + 1), 7, kNow) == TokenCheck::kBadMac);
@@ -89,8 +90,27 @@ TEST_CASE("token: a TokenMac reused for many MACs gives the golden values every 
   // An empty key is a key too (HMAC pads it), not "keep the previous one" (golden value from
   // Python's hmac module).
   TokenMac empty(std::span<const uint8_t>{});
-  CHECK(to_hex(empty(1, 2)) == "5772028cce08a6065d849fcd3924d2d3");
+  CHECK(to_hex(*empty(1, 2)) == "5772028cce08a6065d849fcd3924d2d3");
   CHECK(to_hex(token_mac({}, 1, 2)) == "5772028cce08a6065d849fcd3924d2d3");
+}
+
+TEST_CASE("token: a MAC that could not be computed matches no token, not even an all-zero one") {
+  client::Token zero;  // user 0, expiry 0, MAC all zero bytes
+  CHECK_FALSE(token_mac_matches(std::nullopt, zero));
+  CHECK(token_mac_matches(std::array<uint8_t, 16>{}, zero));  // the comparison itself
+  const client::Token t = make_token(key_00_1f(), 9, kNow + 60);
+  CHECK_FALSE(token_mac_matches(std::nullopt, t));
+  CHECK(token_mac_matches(token_mac(key_00_1f(), 9, kNow + 60), t));
+}
+
+TEST_CASE("key file: a key other users can reach, or its group can change, is refused") {
+  CHECK(key_file_mode_problem(0100600).empty());
+  CHECK(key_file_mode_problem(0100400).empty());
+  CHECK(key_file_mode_problem(0100640).empty());
+  CHECK(key_file_mode_problem(0100440).empty());
+  CHECK(key_file_mode_problem(0100644) == "is accessible by other users");
+  CHECK(key_file_mode_problem(0100602) == "is accessible by other users");
+  CHECK(key_file_mode_problem(0100660) == "is writable by its group");
 }
 
 TEST_CASE("token: verify_token accepts a valid token and names each failure") {

@@ -95,3 +95,65 @@ TEST_CASE("rate_limiter: capacity rounds up to a power of two") {
   CHECK(RateLimiter({.rate = 1, .burst = 1}, 65536).capacity() == 65536u);
   CHECK(RateLimiter({.rate = 1, .burst = 1}, 65537).capacity() == 131072u);
 }
+
+TEST_CASE(
+    "rate_limiter: a source over its limit is refused at most 10 times a second, then dropped") {
+  RateLimiter l({.rate = 100, .burst = 10});
+  const Endpoint a = v4(0x0a000001);
+  using V = RateLimiter::Verdict;
+  // One second of a flood at 1M requests/s: 10 burst + 100 refilled are served, and the
+  // RATE_LIMITED answers are bounded by the refusal rate, not by the flood.
+  int served = 0, refused = 0, dropped = 0;
+  for (int i = 0; i < 1'000'000; ++i) {
+    switch (l.admit(a, int64_t{i} * 1000)) {
+      case V::kAllow:
+        ++served;
+        break;
+      case V::kRefuse:
+        ++refused;
+        break;
+      case V::kDrop:
+        ++dropped;
+        break;
+    }
+  }
+  CHECK(served >= 109);
+  CHECK(served <= 111);
+  CHECK(refused >= 9);
+  CHECK(refused <= int{RateLimiter::kRefusalsPerSecond} + 1);
+  CHECK(served + refused + dropped == 1'000'000);
+  // Another source is not affected by a's refusals.
+  CHECK(l.admit(v4(0x0a000002), 1'000'000'000) == V::kAllow);
+}
+
+TEST_CASE("rate_limiter: IPv6 sources share a bucket per prefix (default /64)") {
+  std::array<uint8_t, 16> a{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2};
+  auto host = [&](uint8_t low, uint8_t prefix_byte7 = 2) {
+    std::array<uint8_t, 16> x = a;
+    x[7] = prefix_byte7;
+    x[15] = low;
+    x[9] = static_cast<uint8_t>(low * 7);
+    return Endpoint::v6(x, 1000);
+  };
+  RateLimiter l({.rate = 10, .burst = 3});
+  CHECK(l.allow(host(1), 0));
+  CHECK(l.allow(host(2), 0));
+  CHECK(l.allow(host(3), 0));
+  CHECK_FALSE(l.allow(host(4), 0));  // another address of the same /64: same bucket
+  CHECK(l.allow(host(4, 3), 0));     // another /64: its own bucket
+  CHECK(l.tracked() == 2u);
+
+  RateLimiter per_host({.rate = 10, .burst = 1, .ipv6_prefix = 128});
+  CHECK(per_host.allow(host(1), 0));
+  CHECK(per_host.allow(host(2), 0));
+  CHECK_FALSE(per_host.allow(host(2), 0));
+
+  RateLimiter per_52({.rate = 10, .burst = 2, .ipv6_prefix = 52});  // not on a byte boundary
+  std::array<uint8_t, 16> b = a;
+  b[6] = 0x0f;  // differs in bits 52..55 only: same /52
+  CHECK(per_52.allow(Endpoint::v6(a, 1), 0));
+  CHECK(per_52.allow(Endpoint::v6(b, 1), 0));
+  CHECK_FALSE(per_52.allow(Endpoint::v6(a, 1), 0));
+  b[6] = 0x1f;  // differs in bit 51: another /52
+  CHECK(per_52.allow(Endpoint::v6(b, 1), 0));
+}

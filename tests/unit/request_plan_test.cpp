@@ -109,6 +109,31 @@ TEST_CASE("request_plan: LOGIN stores the ENDPOINT given, or the observed source
   CHECK(p.plan.ask.endpoint == Endpoint::v4(0xc0000201, 5));
 }
 
+TEST_CASE("request_plan: an ENDPOINT no client can be reached at is BAD_REQUEST, not stored") {
+  std::array<uint8_t, 16> v6_zero{},
+      v6_multicast{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const std::array<uint8_t, 16> v6_ok{0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  for (const Endpoint& bad :
+       {Endpoint::v4(0x0a000001, 0), Endpoint::v4(0, 7000), Endpoint::v4(0xe0000001, 7000),
+        Endpoint::v4(0xefffffff, 7000), Endpoint::v4(0xffffffff, 7000), Endpoint::v6(v6_zero, 7000),
+        Endpoint::v6(v6_multicast, 7000), Endpoint::v6(v6_ok, 0)}) {
+    CAPTURE(bad.to_string());
+    CHECK(unreachable_endpoint_reason(bad) != nullptr);
+    for (const Op op : {Op::kLogin, Op::kHeartbeat}) {
+      const auto p = plan(request(op, 42, bad));
+      REQUIRE(p.plan.kind == Plan::kReply);
+      CHECK(p.plan.status == Status::kBadRequest);
+      CHECK(p.reply.size() == client::kHeaderSize);
+    }
+  }
+  for (const Endpoint& good : {Endpoint::v4(0x0a000001, 1), Endpoint::v4(0xdfffffff, 65535),
+                               Endpoint::v4(0xf0000001, 7000), Endpoint::v6(v6_ok, 7000)}) {
+    CAPTURE(good.to_string());
+    CHECK(unreachable_endpoint_reason(good) == nullptr);
+    CHECK(plan(request(Op::kLogin, 42, good)).plan.kind == Plan::kForward);
+  }
+}
+
 TEST_CASE("request_plan: LOOKUP and LOGOUT become GET and DELETE") {
   CHECK(plan(request(Op::kLookup, 1)).plan.frame_type == frame::FrameType::kGet);
   CHECK(plan(request(Op::kLogout, 1)).plan.frame_type == frame::FrameType::kDelete);

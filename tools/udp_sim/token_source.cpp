@@ -13,9 +13,14 @@ client::Token TokenSource::token_for(uint32_t user, uint32_t now) {
   Entry& e = entries_[user];
   const uint64_t id = first_user_ + user;
   if (e.expiry == 0 || uint64_t{e.expiry} < uint64_t{now} + kRenewBefore) {
-    e.expiry = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{now} + kValidity, UINT32_MAX));
-    e.mac = mac_(id, e.expiry);
-    ++macs_computed_;
+    const auto expiry =
+        static_cast<uint32_t>(std::min<uint64_t>(uint64_t{now} + kValidity, UINT32_MAX));
+    // On an OpenSSL failure keep the old token (the server will refuse it) and try again next time.
+    if (const auto mac = mac_(id, expiry)) {
+      e.expiry = expiry;
+      e.mac = *mac;
+      ++macs_computed_;
+    }
   }
   client::Token t;
   t.user_id = id;
