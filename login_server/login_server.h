@@ -9,10 +9,12 @@
 #include <boost/asio.hpp>
 #include <boost/json/object.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/node_control.h"
+#include "common/saved_table.h"
 #include "login_server/login_counters.h"
 #include "login_server/table_source.h"
 #include "login_server/worker.h"
@@ -47,6 +49,7 @@ class LoginServer {
 
   LoginServerConfig config_;
   TableSource tables_;
+  std::optional<SavedTable> saved_;
   boost::asio::io_context ctx_{1};
   NodeControl control_{ctx_, config_.control};
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -48,7 +48,10 @@ int login_server_main(int argc, char** argv) {
                       "token bucket size per source address (default: 2 x --rate-limit)");
   NodeControl::add_options(opts,
                            "config server HOST:PORT: register there and take every table it "
-                           "pushes");
+                           "pushes",
+                           "HOST:PORT shown for this server in imctl status, e.g. the public "
+                           "address clients use (default: the --udp address; port 0: the port "
+                           "it listens on)");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   LoginServerConfig config;
