@@ -167,6 +167,10 @@ done
 [[ $converged -eq 1 ]] || fail "not converged: $(imctl status 2>&1)"
 imctl status | sed 's/^/   /'
 [[ -n $(find /var/lib/imhash -mindepth 1 -user imhash) ]] || fail "no state written to /var/lib/imhash"
+# state-dir = /var/lib/imhash in the shipped hash and login config files: each keeps its table.
+for saved in hash-hash1 login-login1; do
+  [[ -f /var/lib/imhash/$saved.table.json ]] || fail "no saved table /var/lib/imhash/$saved.table.json"
+done
 
 out=$(timeout 60 /usr/bin/udp_sim --target "$LOGIN" --users 2000 --duration 2 --verify --json \
   --log-level warn 2>"$WORK/udp_sim.err") || fail "udp_sim --verify through the installed login server failed"
