@@ -195,6 +195,19 @@ ConfigLinkSettings fast() {
   return s;
 }
 
+// Accepts the link's next connection, takes its register, welcomes it (version 0) and waits for
+// its first heartbeat: the link is connected then.
+asio::awaitable<Peer> accept_and_welcome(Harness& h) {
+  Peer peer = co_await h.accept();
+  co_await peer.wait_for<control::Register>();
+  {
+    const std::vector<Message> out = msgs(control::Welcome{0, 0});
+    co_await peer.send(out);
+  }
+  co_await peer.wait_for<control::Heartbeat>();
+  co_return peer;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -509,13 +522,7 @@ TEST_CASE("config_link: given several config servers, it dials the next after a 
   };
   link->start();
   h.run([&]() -> asio::awaitable<void> {
-    Peer peer = co_await h.accept();
-    co_await peer.wait_for<control::Register>();
-    {
-      const std::vector<Message> out = msgs(control::Welcome{0, 0});
-      co_await peer.send(out);
-    }
-    co_await peer.wait_for<control::Heartbeat>();
+    Peer peer = co_await accept_and_welcome(h);
     expect(link->connected(), "connected to the second address");
     expect(link->config_address() == live, "on the address that answered");
     // That one goes away: the link goes back to the first (dead), then to this one again.
@@ -549,13 +556,7 @@ TEST_CASE("config_link: a refused registration is logged and tried again after t
       co_await peer.until_closed();  // the link hangs up after a refusal
       expect(!link->connected(), "a refused link is not connected");
     }
-    Peer peer = co_await h.accept();
-    co_await peer.wait_for<control::Register>();
-    {
-      const std::vector<Message> out = msgs(control::Welcome{0, 0});
-      co_await peer.send(out);
-    }
-    co_await peer.wait_for<control::Heartbeat>();
+    Peer peer = co_await accept_and_welcome(h);
     expect(link->connected(), "welcomed at last");
     link.reset();
   });
