@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/config_addresses.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -52,8 +53,7 @@ struct ConfigLink::State {
   State(asio::io_context& ctx, std::string address, control::Register self, Callbacks cb,
         ConfigLinkSettings settings)
       : ctx(ctx),
-        address(std::move(address)),
-        host_port(parse_host_port(this->address, "config server address")),
+        addresses(ConfigAddresses::parse(address, "config server address")),
         settings(settings),
         self(std::move(self)),
         cb(std::move(cb)),
@@ -63,10 +63,7 @@ struct ConfigLink::State {
         heartbeat_timer(ctx),
         wake(ctx),
         backoff(settings.backoff_initial, settings.backoff_max, std::random_device{}()),
-        heartbeat(settings.default_heartbeat) {
-    if (host_port.port == 0)
-      throw UsageError("config server address: port 0 in '" + this->address + "'");
-  }
+        heartbeat(settings.default_heartbeat) {}
 
   asio::awaitable<void> run(std::shared_ptr<State> keep_alive);
   asio::awaitable<std::string> session();
@@ -90,8 +87,7 @@ struct ConfigLink::State {
 
   // Constant after construction.
   asio::io_context& ctx;
-  const std::string address;
-  const HostPort host_port;
+  ConfigAddresses addresses;  // which one the link is on: moves on after a failure
   const ConfigLinkSettings settings;
 
   control::Register self;  // its `version` follows ack()
@@ -105,8 +101,10 @@ struct ConfigLink::State {
 
   bool started = false;
   bool stopped = false;
-  bool welcomed = false;  // this session: the welcome arrived (connected() == welcomed)
-  bool quiet = false;     // a failure was logged since the last change of state
+  bool welcomed = false;     // this session: the welcome arrived (connected() == welcomed)
+  bool quiet = false;        // a failure was logged since the last change of state
+  bool refused = false;      // this session: the config server refused the registration
+  std::string last_refusal;  // logged once while the config server keeps refusing the same way
   // How the end of this session is logged: info, or worse if the config server misbehaved.
   spdlog::level::level_enum failure_level = spdlog::level::info;
   milliseconds heartbeat;
@@ -172,21 +170,33 @@ asio::awaitable<void> ConfigLink::State::run(std::shared_ptr<State> keep_alive) 
     welcomed = false;
     close_socket();
     if (stopped) break;
-    // One line per change of state; a config server that stays down logs nothing more, but one
-    // that misbehaves (malformed messages, a stuck write) is reported every time.
-    if (failure_level != spdlog::level::info) {
-      spdlog::log(failure_level, "{}: config server {}: {}; reconnecting", who(), address, reason);
+    // A failed connect or a lost session: the next address (if there are several) after the
+    // back-off. One line per change of state; a config server that stays down logs nothing more,
+    // but one that misbehaves (malformed messages, a stuck write) is reported every time, and a
+    // refusal once per reason.
+    const std::string on = addresses.describe();
+    const std::string then =
+        addresses.size() > 1 ? "; trying " + addresses.advance() + " next" : std::string();
+    if (refused) {
+      const bool again = reason == last_refusal;
+      spdlog::log(again ? spdlog::level::debug : spdlog::level::err, "{}: the {} {}{}", who(), on,
+                  reason, then.empty() ? "; trying again later" : then);
+      last_refusal = reason;
+      quiet = true;
+    } else if (failure_level != spdlog::level::info) {
+      spdlog::log(failure_level, "{}: {}: {}{}", who(), on, reason,
+                  then.empty() ? "; reconnecting" : then);
       quiet = true;
     } else if (was_up) {
-      spdlog::info("{}: lost the connection to the config server {}: {}; reconnecting", who(),
-                   address, reason);
+      spdlog::info("{}: lost the connection to the {}: {}{}", who(), on, reason,
+                   then.empty() ? "; reconnecting" : then);
       quiet = true;
     } else if (!quiet) {
-      spdlog::info("{}: no connection to the config server {}: {}; retrying with back-off", who(),
-                   address, reason);
+      spdlog::info("{}: no connection to the {}: {}{}", who(), on, reason,
+                   then.empty() ? "; retrying with back-off" : then + ", retrying with back-off");
       quiet = true;
     } else {
-      spdlog::debug("{}: config server {}: {}", who(), address, reason);
+      spdlog::debug("{}: {}: {}{}", who(), on, reason, then);
     }
     if (was_up) {
       invoke("on_state", [&] {
@@ -203,12 +213,13 @@ asio::awaitable<void> ConfigLink::State::run(std::shared_ptr<State> keep_alive) 
 
 asio::awaitable<std::string> ConfigLink::State::connect() {
   asio::steady_timer deadline(ctx, settings.connect_timeout);
+  const HostPort target = addresses.current();
   auto resolved =
-      co_await (resolver.async_resolve(host_port.host, std::to_string(host_port.port), kTuple) ||
+      co_await (resolver.async_resolve(target.host, std::to_string(target.port), kTuple) ||
                 deadline.async_wait(kTuple));
-  if (resolved.index() != 0) co_return "resolving " + host_port.host + " timed out";
+  if (resolved.index() != 0) co_return "resolving " + target.host + " timed out";
   auto [resolve_ec, endpoints] = std::get<0>(resolved);
-  if (resolve_ec) co_return "cannot resolve " + host_port.host + ": " + resolve_ec.message();
+  if (resolve_ec) co_return "cannot resolve " + target.host + ": " + resolve_ec.message();
   if (stopped) co_return "stopped";
 
   socket = tcp::socket(ctx);
@@ -229,6 +240,7 @@ asio::awaitable<std::string> ConfigLink::State::connect() {
 
 asio::awaitable<std::string> ConfigLink::State::session() {
   failure_level = spdlog::level::info;
+  refused = false;
   std::string reason = co_await connect();
   if (!reason.empty()) co_return reason;
   if (stopped) co_return "stopped";
@@ -256,8 +268,9 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
       welcomed = true;
       welcomed_at = Clock::now();
       quiet = false;
-      spdlog::info("{}: connected to the config server {} (its version {}, ours {})", who(),
-                   address, config_version, self.version);
+      last_refusal.clear();
+      spdlog::info("{}: connected to the {} (its version {}, ours {})", who(), addresses.describe(),
+                   config_version, self.version);
       heartbeat_due = true;  // stats at once, then every interval
       wake_writer();
       heartbeat_timer.cancel();  // re-armed with the interval the welcome gave
@@ -266,6 +279,11 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
       });
     }
     return true;
+  }
+  if (auto* r = std::get_if<control::Refused>(&m); r && !welcomed) {
+    reason = "refused the registration: " + r->reason;
+    refused = true;
+    return false;
   }
   if (!welcomed) {
     reason = std::string("expected a welcome, got a ") + control::type_name(m) + " message";
@@ -470,5 +488,9 @@ bool ConfigLink::connected() const {
 }
 uint64_t ConfigLink::version() const { return state_->self.version; }
 uint64_t ConfigLink::config_version() const { return state_->config_version; }
+std::string ConfigLink::config_address() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  return state_->addresses.current_text();
+}
 
 }  // namespace imhash

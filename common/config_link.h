@@ -1,9 +1,12 @@
-// ConfigLink: a hash or login server's persistent connection to the config server (docs/design.md §4, §5;
-// the messages are in common/control_protocol.h). It registers, sends a heartbeat with the node's
-// stats every interval the config server asks for, delivers table pushes and purge commands in the
-// order they arrive, sends acks and purge reports, and when the connection fails or closes it
-// reconnects with exponential back-off and jitter, forever, registering again with the latest acked
-// version (the config server then pushes the latest table if the node is behind).
+// ConfigLink: a hash or login server's persistent connection to the config server (docs/design.md
+// §4, §5; the messages are in common/control_protocol.h). It registers, sends a heartbeat with the
+// node's stats every interval the config server asks for, delivers table pushes and purge commands
+// in the order they arrive, sends acks and purge reports, and when the connection fails or closes
+// it reconnects with exponential back-off and jitter, forever, registering again with the latest
+// acked version (the config server then pushes the latest table if the node is behind). Given
+// several config server addresses it dials the next one after each failed connect or lost session
+// (common/config_addresses.h). A registration the config server refuses (control::Refused) is
+// logged with its reason and tried again after the back-off.
 //
 // The data path never waits on this link: callbacks run on the link's io_context (the node's
 // control thread) and the node hands work to its data threads itself. What the link keeps for
@@ -13,9 +16,9 @@
 // the config server should not send is logged and the link reconnects.
 //
 // Not thread-safe: construct it, call every method and destroy it on the thread that runs `ctx`
-// (or before that thread starts running it); checked in debug builds. Callbacks run on that thread, never after stop().
-// Destroying the link stops it; what is still pending in `ctx` finishes there without touching the
-// ConfigLink object. Destroy it before `ctx`.
+// (or before that thread starts running it); checked in debug builds. Callbacks run on that thread,
+// never after stop(). Destroying the link stops it; what is still pending in `ctx` finishes there
+// without touching the ConfigLink object. Destroy it before `ctx`.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -55,9 +58,9 @@ class ConfigLink {
     std::function<void(bool connected)> on_state;
   };
 
-  // config_address "HOST:PORT" (throws UsageError if malformed). `self.version` is the table
-  // version the node starts with (0 if none).
-  ConfigLink(boost::asio::io_context& ctx, std::string config_address, control::Register self,
+  // config_addresses "HOST:PORT" or several joined by commas (throws UsageError if malformed).
+  // `self.version` is the table version the node starts with (0 if none).
+  ConfigLink(boost::asio::io_context& ctx, std::string config_addresses, control::Register self,
              Callbacks cb, ConfigLinkSettings settings = {});
   ~ConfigLink();  // stop()
   ConfigLink(const ConfigLink&) = delete;
@@ -82,6 +85,7 @@ class ConfigLink {
   bool connected() const;           // registered and welcomed, connection up
   uint64_t version() const;         // the version registered / last acked
   uint64_t config_version() const;  // the config server's version in its last welcome (0: none yet)
+  std::string config_address() const;  // the address it is on (or dials next)
 
  private:
   struct State;

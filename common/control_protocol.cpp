@@ -103,6 +103,12 @@ struct Encoder {
     o["age_s"] = m.age_seconds;
     append_frame(json::serialize(o), out);
   }
+  void operator()(const Refused& m) {
+    json::object o;
+    o["type"] = "refused";
+    o["reason"] = m.reason;
+    append_frame(json::serialize(o), out);
+  }
 };
 
 // ---- decoding -----------------------------------------------------------------------------------
@@ -189,6 +195,8 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
     PurgeCommand& p = m.emplace<PurgeCommand>();
     o.need("action").choice(p.action, kPurgeActions, purge_action_name);
     o.need("age_s").integer(p.age_seconds);
+  } else if (type == "refused") {
+    o.need("reason").string(m.emplace<Refused>().reason);
   } else {
     error = "unknown message type " + quoted(type);
     return false;
@@ -312,8 +320,8 @@ std::optional<PurgeState> parse_purge_state(std::string_view text) {
 }
 
 const char* type_name(const Message& m) {
-  static constexpr const char* kNames[] = {"register", "heartbeat", "ack",  "purge_report",
-                                           "welcome",  "table",     "purge"};
+  static constexpr const char* kNames[] = {"register", "heartbeat", "ack",   "purge_report",
+                                           "welcome",  "table",     "purge", "refused"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

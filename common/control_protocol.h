@@ -1,6 +1,6 @@
-// The config-server link protocol (docs/design.md §4, §5): how hash and login servers talk to the config
-// server. Pure codec: bytes in, structs or an error out; no I/O, no logging. Any thread may call
-// these functions; the types are plain values.
+// The config-server link protocol (docs/design.md §4, §5): how hash and login servers talk to the
+// config server. Pure codec: bytes in, structs or an error out; no I/O, no logging. Any thread may
+// call these functions; the types are plain values.
 //
 // A TCP stream of frames: a u32 big-endian length, then that many bytes of one JSON object (UTF-8)
 // with a "type" member. A frame longer than kMaxMessageSize is refused from its length prefix
@@ -16,6 +16,8 @@
 //     {"type":"welcome","heartbeat_ms":N,"config_version":N}
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
 //     {"type":"purge","action":S,"age_s":N}
+//     {"type":"refused","reason":S}   (instead of a welcome: the registration is refused; the
+//                                      config server closes the link after it)
 //
 // TABLE is the table-file JSON of common/table_json.h, read in place with read_table's checks
 // (unknown keys rejected there too) and validated. Integers are plain JSON integers (no fraction,
@@ -109,8 +111,15 @@ struct PurgeCommand {
   friend bool operator==(const PurgeCommand&, const PurgeCommand&) = default;
 };
 
+// The answer to a registration the config server will not take (e.g. a hash server registering an
+// address nobody can dial); the node logs the reason and tries again later.
+struct Refused {
+  std::string reason;  // one sentence
+  friend bool operator==(const Refused&, const Refused&) = default;
+};
+
 using Message =
-    std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush, PurgeCommand>;
+    std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush, PurgeCommand, Refused>;
 
 enum class DecodeStatus : uint8_t {
   kOk,

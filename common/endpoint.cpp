@@ -78,4 +78,27 @@ std::string Endpoint::to_string() const {
   return format_host_port(buf, port);
 }
 
+bool is_unspecified_host(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host.size() >= INET6_ADDRSTRLEN) return false;
+  const std::string text(host);
+  in_addr v4{};
+  // inet_aton, not inet_pton: it reads "0" and "0.0" as 0.0.0.0, as getaddrinfo does.
+  if (inet_aton(text.c_str(), &v4) != 0) return v4.s_addr == 0;
+  std::array<uint8_t, 16> v6{};
+  if (inet_pton(AF_INET6, text.c_str(), v6.data()) != 1) return false;  // a name, not a literal
+  const Endpoint e = Endpoint::v6(v6, 0).unmapped();
+  for (size_t i = 0; i < e.addr_len(); ++i) {
+    if (e.addr[i] != 0) return false;
+  }
+  return true;
+}
+
+bool is_unspecified_address(std::string_view host_port) {
+  const size_t colon = host_port.rfind(':');
+  return colon != std::string_view::npos && is_unspecified_host(host_port.substr(0, colon));
+}
+
 }  // namespace imhash

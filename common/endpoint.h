@@ -64,4 +64,11 @@ struct Endpoint {
 // (224.0.0.0/4, ff00::/8) and the IPv4 broadcast address are refused (BAD_REQUEST).
 const char* unreachable_endpoint_reason(const Endpoint& e);
 
+// True if `host` is an unspecified address: 0.0.0.0 (in any form the resolver reads as it, e.g.
+// "0"), :: or ::ffff:0.0.0.0, IPv6 with or without brackets. A listener may bind one to mean "every
+// address here", but it is no address to give others: a login server dialling it reaches itself.
+bool is_unspecified_host(std::string_view host);
+// The same for the host part of "HOST:PORT" (everything before the last ':').
+bool is_unspecified_address(std::string_view host_port);
+
 }  // namespace imhash

@@ -2,22 +2,48 @@
 
 #include <unistd.h>
 
+#include "common/config_addresses.h"
+#include "common/endpoint.h"
+
 namespace imhash {
 
 namespace po = boost::program_options;
 
-void NodeControl::add_options(Options& opts, const std::string& config_help) {
-  opts.add()("config", po::value<std::string>(), config_help.c_str())(
-      "metrics", po::value<std::string>(),
-      "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
-      "'listening on' line");
+void NodeControl::add_options(Options& opts, const std::string& config_help,
+                              const std::string& advertise_help) {
+  const std::string help = config_help +
+                           ". Several config servers, comma-separated (A:P,B:P), are tried in "
+                           "turn: the next one after a failed connect or a lost connection";
+  opts.add()("config", po::value<std::string>(), help.c_str())(
+      "advertise", po::value<std::string>(), advertise_help.c_str())(
+      "state-dir", po::value<std::string>(),
+      "directory to keep the last table this server ran in (ROLE-NAME.table.json, replaced "
+      "atomically): after a restart it starts from that table, and serves it while no config "
+      "server answers")("metrics", po::value<std::string>(),
+                        "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a "
+                        "second 'listening on' line");
 }
 
 NodeControl::Endpoints NodeControl::endpoints(const Options& opts) {
   Endpoints e;
   if (opts.has("config")) {
     e.config_address = opts.get<std::string>("config");
-    parse_host_port(e.config_address, "--config");
+    ConfigAddresses::parse(e.config_address, "--config");  // a malformed list is a usage error
+  }
+  if (opts.has("advertise")) {
+    const std::string text = opts.get<std::string>("advertise");
+    const auto a = parse_host_port(text, "--advertise");
+    if (is_unspecified_host(a.host)) {
+      throw UsageError("--advertise " + text +
+                       ": an unspecified address cannot be dialled or shown; give the address "
+                       "other hosts reach this server at");
+    }
+    e.advertise_host = a.host;
+    e.advertise_port = a.port;
+  }
+  if (opts.has("state-dir")) {
+    e.state_dir = opts.get<std::string>("state-dir");
+    if (e.state_dir.empty()) throw UsageError("--state-dir: expected a directory, got ''");
   }
   if (opts.has("metrics")) {
     const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
@@ -25,6 +51,12 @@ NodeControl::Endpoints NodeControl::endpoints(const Options& opts) {
     e.metrics_port = m.port;
   }
   return e;
+}
+
+std::string NodeControl::Endpoints::advertised(const std::string& bound_host,
+                                               uint16_t bound_port) const {
+  if (advertise_host.empty()) return format_host_port(bound_host, bound_port);
+  return format_host_port(advertise_host, advertise_port ? advertise_port : bound_port);
 }
 
 NodeControl::NodeControl(boost::asio::io_context& ctx, Endpoints endpoints)

@@ -1,6 +1,7 @@
 // NodeControl: the control-thread side that every data daemon (hash and login servers) has — its
-// link to the config server (--config) and its Prometheus endpoint (--metrics) — declared, read,
-// started and stopped in one place.
+// link to the config server (--config, one address or several), the address it registers there
+// (--advertise), where it keeps its last table (--state-dir, common/saved_table.h) and its
+// Prometheus endpoint (--metrics) — declared, read, started and stopped in one place.
 //
 // Thread rules: construct and call it on the daemon's main thread, the one that runs `ctx`.
 #pragma once
@@ -20,21 +21,34 @@ namespace imhash {
 class NodeControl {
  public:
   struct Endpoints {
-    std::string config_address;  // config server HOST:PORT; empty: none
-    std::string metrics_host;    // empty: no /metrics
+    std::string
+        config_address;        // config server HOST:PORT, or several joined by commas; empty: none
+    std::string metrics_host;  // empty: no /metrics
     uint16_t metrics_port = 0;
+    // --advertise: the address registered with the config server; empty host: the bound one.
+    std::string advertise_host;
+    uint16_t advertise_port = 0;  // 0: the bound port
+    std::string state_dir;        // --state-dir; empty: no saved table
+
+    bool has_config_server() const { return !config_address.empty(); }
+    // What to register, given the address the daemon bound: --advertise with its port 0 filled
+    // in, else the bound address.
+    std::string advertised(const std::string& bound_host, uint16_t bound_port) const;
   };
 
-  // Declares --config (with the daemon's own help text) and --metrics.
-  static void add_options(Options& opts, const std::string& config_help);
-  // Reads them; throws UsageError for a malformed address.
+  // Declares --config (with the daemon's own help text; it takes a list, see ConfigAddresses),
+  // --advertise (with the daemon's help text), --state-dir and --metrics.
+  static void add_options(Options& opts, const std::string& config_help,
+                          const std::string& advertise_help);
+  // Reads them; throws UsageError for a malformed address or an unspecified --advertise (0.0.0.0,
+  // ::: nobody can dial it).
   static Endpoints endpoints(const Options& opts);
 
   NodeControl(boost::asio::io_context& ctx, Endpoints endpoints);
   NodeControl(const NodeControl&) = delete;
   NodeControl& operator=(const NodeControl&) = delete;
 
-  bool has_config_server() const { return !endpoints_.config_address.empty(); }
+  bool has_config_server() const { return endpoints_.has_config_server(); }
   // Registers with the config server as `self` (its pid filled in) and keeps the link; nothing
   // without --config.
   void start_config_link(control::Register self, ConfigLink::Callbacks callbacks);

@@ -153,6 +153,23 @@ TableResult add_server(const Table& table, ServerInfo server) {
   return result;
 }
 
+TableResult set_server(const Table& table, std::string_view name,
+                       const std::optional<std::string>& address,
+                       const std::optional<uint32_t>& weight) {
+  const std::string what = "cannot change server " + quoted(name);
+  const int index = table.server_index(name);
+  if (index < 0) return TableResult::failure(what + ": there is no server of that name");
+  Table out = table;
+  ServerInfo& s = out.servers[static_cast<size_t>(index)];
+  const ServerInfo before = s;
+  if (address) s.address = *address;
+  if (weight) s.weight = *weight;
+  if (s == before) return TableResult::failure(what + ": it already has that address and weight");
+  TableResult result = TableResult::checked(std::move(out));
+  if (!result.ok()) result.error = what + ": " + result.error;
+  return result;
+}
+
 TableResult remove_server(const Table& table, std::string_view name) {
   std::string what = "cannot remove server " + quoted(name);
   int index = table.server_index(name);

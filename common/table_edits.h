@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +29,13 @@ TableResult merge_ranges(const Table& table, uint64_t lo, uint64_t hi);
 TableResult set_mode(const Table& table, RoutingMode mode);
 // Appends a server. In range mode it owns nothing until ranges are assigned to it.
 TableResult add_server(const Table& table, ServerInfo server);
+// Changes a server in place: its address, its weight, or both (nullopt: kept). Its place in the
+// table, its shard count and its ranges stay, so an address change moves no id; a weight change
+// moves ids in ring mode only (modulo and range modes do not use weights). An error if nothing
+// would change.
+TableResult set_server(const Table& table, std::string_view name,
+                       const std::optional<std::string>& address,
+                       const std::optional<uint32_t>& weight);
 // Removes a server. In range mode each of its ranges is split evenly among the remaining servers
 // (in table order, starting one further along for each range, so the load spreads).
 TableResult remove_server(const Table& table, std::string_view name);

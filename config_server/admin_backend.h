@@ -57,6 +57,10 @@ class AdminBackend {
   virtual AdminResult set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) = 0;
   // POST /v1/servers {"servers": [{"name", "address"?, "shards"?, "weight"?}...]}
   virtual AdminResult add_servers(const std::vector<ServerSpec>& servers) = 0;
+  // POST /v1/servers/set {"name", "address"?, "weight"?} (at least one of the two): the server
+  // changed in place, keeping its place and ranges (an address change moves no id).
+  virtual AdminResult set_server(const std::string& name, const std::optional<std::string>& address,
+                                 const std::optional<uint32_t>& weight) = 0;
   // POST /v1/servers/remove {"names": [...]}
   virtual AdminResult remove_servers(const std::vector<std::string>& names) = 0;
   // POST /v1/assign {"lo", "hi", "server"}   (ids as JSON numbers or decimal strings)

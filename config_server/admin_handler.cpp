@@ -36,6 +36,7 @@ enum class Endpoint {
   kHistory,
   kServers,  // GET lists, POST adds
   kServersRemove,
+  kServersSet,
   kWhere,  // /v1/where/ID
   kMode,
   kAssign,
@@ -58,6 +59,7 @@ constexpr Route kRoutes[] = {
     {"/v1/history", Endpoint::kHistory, true, false},
     {"/v1/servers", Endpoint::kServers, true, true},
     {"/v1/servers/remove", Endpoint::kServersRemove, false, true},
+    {"/v1/servers/set", Endpoint::kServersSet, false, true},
     {"/v1/where/", Endpoint::kWhere, true, false},  // a prefix: the id follows
     {"/v1/mode", Endpoint::kMode, false, true},
     {"/v1/assign", Endpoint::kAssign, false, true},
@@ -211,6 +213,10 @@ bool read_address(JsonValue v, std::optional<std::string>& out) {
   if (std::string problem = check_host_port(text); !problem.empty()) {
     return v.fail(problem + " (got " + quoted(text) + ")");
   }
+  if (is_unspecified_address(text)) {
+    return v.fail("is an unspecified address, which login servers cannot dial (got " +
+                  quoted(text) + "); give the address they reach the server at");
+  }
   out = std::move(text);
   return true;
 }
@@ -267,6 +273,23 @@ AdminResult add_servers(AdminBackend& backend, JsonObject& body, std::string& er
   }
   if (!body.finish()) return bad_request(error);
   return backend.add_servers(specs);
+}
+
+AdminResult set_server(AdminBackend& backend, JsonObject& body, std::string& error) {
+  std::string name;
+  std::optional<std::string> address;
+  std::optional<uint32_t> weight;
+  read_name(body.need("name"), name);
+  JsonValue address_value = body.get("address");
+  read_address(address_value, address);
+  JsonValue weight_value = body.get("weight");
+  uint32_t w = 1;
+  if (weight_value.integer(w, 1, kMaxWeight) && weight_value.present()) weight = w;
+  if (body.finish() && !address_value.present() && !weight_value.present()) {
+    error = "nothing to change: give \"address\", \"weight\" or both";
+  }
+  if (!error.empty()) return bad_request(error);
+  return backend.set_server(name, address, weight);
 }
 
 AdminResult remove_servers(AdminBackend& backend, JsonObject& body, std::string& error) {
@@ -376,6 +399,8 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
       return add_servers(backend, object, error);
     case Endpoint::kServersRemove:
       return remove_servers(backend, object, error);
+    case Endpoint::kServersSet:
+      return set_server(backend, object, error);
     case Endpoint::kMode:
       return set_mode(backend, object, error);
     case Endpoint::kAssign:

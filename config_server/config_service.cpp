@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/endpoint.h"
 #include "common/metrics.h"
+#include "common/printable.h"
 #include "common/table_edits.h"
 #include "common/table_json.h"
 #include "common/table_text.h"
@@ -24,6 +26,23 @@ namespace {
 json::value table_value(const Table& t) {
   boost::system::error_code ec;
   return json::parse(table_to_json(t), ec);
+}
+
+// Why a registration is refused, or "". A hash server's address is what login servers dial, so it
+// must be one they can: HOST:PORT as a table holds it, and not an unspecified address (a login
+// server dialling 0.0.0.0 or :: reaches itself). A login server's address is only shown.
+std::string registration_problem(const control::Register& reg) {
+  if (reg.role != control::Role::kHash) return {};
+  if (std::string problem = check_host_port(reg.address); !problem.empty()) {
+    return "hash server " + reg.name + " registered the address " + quoted(reg.address) +
+           ", which " + problem;
+  }
+  if (is_unspecified_address(reg.address)) {
+    return "hash server " + reg.name + " registered " + reg.address +
+           ", an unspecified address login servers cannot dial; start it with --advertise "
+           "HOST:PORT (the address login servers reach it at)";
+  }
+  return {};
 }
 
 }  // namespace
@@ -67,6 +86,13 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
   if (const auto* reg = std::get_if<control::Register>(&m)) {
     const std::string role = control::to_string(reg->role);
     const std::string key = role + "/" + reg->name;
+    if (std::string why = registration_problem(*reg); !why.empty()) {
+      // Refused before it touches the registry: a node of that name already registered keeps its
+      // entry. The node logs the reason and tries again after its back-off.
+      spdlog::error("{} from {}: registration refused: {}", key, session.peer(), why);
+      session.send_last(control::Refused{std::move(why)});
+      return;
+    }
     Node& n = nodes_[key];
     if (n.session && n.session != &session) {
       spdlog::warn("{} registered again from {}: dropping its older link", key, session.peer());
@@ -457,6 +483,20 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
   if (!router_ && t.mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
   if (auto err = validate(t); !err.empty()) return AdminResult::error(400, err);
   return apply(TableResult{std::move(t), ""}, "server " + change);
+}
+
+AdminResult ConfigService::set_server(const std::string& name,
+                                      const std::optional<std::string>& address,
+                                      const std::optional<uint32_t>& weight) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  if (router_->table().server_index(name) < 0) {
+    return AdminResult::error(404, "unknown server " + name);
+  }
+  std::string change = "server set " + name;
+  if (address) change += " address " + *address;
+  if (weight) change += " weight " + std::to_string(*weight);
+  return apply(imhash::set_server(router_->table(), name, address, weight), change);
 }
 
 AdminResult ConfigService::remove_servers(const std::vector<std::string>& names) {

@@ -1,9 +1,9 @@
-// ConfigService: the config server's core (docs/design.md §3–§5). It owns the durable table history, the
-// registry of nodes that dialled in, pushes every new version to all of them and tracks their
-// acknowledgements, watches heartbeats (three missed: DOWN), fails over DOWN hash servers when
-// asked to, and sends lazy purges: automatically to old owners once every login server runs the new
-// version and the grace period has passed, on demand through the admin API, and "purge all" to a
-// hash server that comes back after it was removed from the table.
+// ConfigService: the config server's core (docs/design.md §3–§5). It owns the durable table
+// history, the registry of nodes that dialled in, pushes every new version to all of them and
+// tracks their acknowledgements, watches heartbeats (three missed: DOWN), fails over DOWN hash
+// servers when asked to, and sends lazy purges: automatically to old owners once every login server
+// runs the new version and the grace period has passed, on demand through the admin API, and "purge
+// all" to a hash server that comes back after it was removed from the table.
 //
 // Not thread-safe: everything runs on the config server's main io_context thread (checked in debug
 // builds).
@@ -57,6 +57,8 @@ class ConfigService final : public AdminBackend {
   AdminResult where(uint64_t id) override;
   AdminResult set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) override;
   AdminResult add_servers(const std::vector<ServerSpec>& servers) override;
+  AdminResult set_server(const std::string& name, const std::optional<std::string>& address,
+                         const std::optional<uint32_t>& weight) override;
   AdminResult remove_servers(const std::vector<std::string>& names) override;
   AdminResult assign(uint64_t lo, uint64_t hi, const std::string& server) override;
   AdminResult split(uint64_t at) override;

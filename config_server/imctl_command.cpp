@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "common/endpoint.h"
 #include "common/options.h"
 #include "common/table_text.h"
 #include "common/token.h"
@@ -145,6 +146,9 @@ commands:
   server add NAME[=HOST:PORT][/SHARDS][*WEIGHT]...
                                        add hash servers (address and shards default to the
                                        registered node's)
+  server set NAME [--address HOST:PORT] [--weight W]
+                                       change a hash server in place: a new address moves no
+                                       id; a new weight moves ids in ring mode only
   server remove NAME...                remove hash servers
   assign LO-HI NAME                    range mode: ids LO..HI (inclusive; or one ID) go to NAME
   split AT                             range mode: split the range holding AT so that AT starts one
@@ -223,6 +227,21 @@ RangeParse parse_range_arg(std::string_view text) {
   return out;
 }
 
+// "" if `address` is one a hash server can be dialled at, else what is wrong with it (to follow
+// "address 'X'" in a sentence).
+std::string address_problem(const std::string& address) {
+  try {
+    if (parse_host_port(address, "address").port == 0) return "has port 0";
+  } catch (const UsageError&) {
+    return "is not HOST:PORT";
+  }
+  if (is_unspecified_address(address)) {
+    return "is unspecified: login servers cannot dial it (give the address they reach the server "
+           "at)";
+  }
+  return {};
+}
+
 SpecParse parse_server_spec(std::string_view text) {
   SpecParse out;
   const std::string shape = single_quoted(text) + ": expected NAME[=HOST:PORT][/SHARDS][*WEIGHT]";
@@ -234,13 +253,7 @@ SpecParse parse_server_spec(std::string_view text) {
   if (end != std::string_view::npos && text[end] == '=') {
     const size_t next = text.find_first_of("/*", end + 1);
     const std::string address(text.substr(end + 1, next - end - 1));
-    std::string problem;
-    try {
-      if (parse_host_port(address, "address").port == 0) problem = "has port 0";
-    } catch (const UsageError&) {
-      problem = "is not HOST:PORT";
-    }
-    if (!problem.empty()) {
+    if (const std::string problem = address_problem(address); !problem.empty()) {
       out.error = single_quoted(text) + ": address " + single_quoted(address) + " " + problem;
       return out;
     }
@@ -396,13 +409,44 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
     }
   } else if (command == "server") {
     const std::string sub = rest.size() > 1 ? rest[1] : "";
-    if (sub != "add" && sub != "remove") {
-      return usage_error("server: expected 'server add NAME...' or 'server remove NAME...'");
+    if (sub != "add" && sub != "remove" && sub != "set") {
+      return usage_error(
+          "server: expected 'server add NAME...', 'server set NAME --address HOST:PORT | "
+          "--weight W' or 'server remove NAME...'");
     }
     inv.name = "server " + sub;
-    e = split_args(rest, 2, inv.name, {}, a);
-    if (e.empty() && a.positional.empty()) e = inv.name + ": expected at least one server";
     inv.method = verb::post;
+    if (sub == "set") {
+      inv.command = ImctlCommand::kServerSet;
+      inv.target = "/v1/servers/set";
+      e = split_args(rest, 2, inv.name, {{"--address", true}, {"--weight", true}}, a);
+      if (e.empty()) {
+        e = positional_count(inv.name, a, 1, "server set NAME [--address HOST:PORT] [--weight W]");
+      }
+      if (e.empty()) e = check_name(inv.name, a.positional[0]);
+      if (e.empty() && !a.flag("--address") && !a.flag("--weight")) {
+        e = inv.name + ": nothing to change: give --address HOST:PORT, --weight W or both";
+      }
+      if (e.empty()) body["name"] = a.positional[0];
+      if (const std::string* address = a.flag("--address"); e.empty() && address) {
+        if (const std::string problem = address_problem(*address); !problem.empty()) {
+          e = inv.name + ": address " + single_quoted(*address) + " " + problem;
+        } else {
+          body["address"] = *address;
+        }
+      }
+      if (const std::string* weight = a.flag("--weight"); e.empty() && weight) {
+        if (const auto w = count_in(*weight, 1, kMaxWeight)) {
+          body["weight"] = *w;
+        } else {
+          e = inv.name + ": --weight must be a number between 1 and " + std::to_string(kMaxWeight) +
+              " (got " + single_quoted(*weight) + ")";
+        }
+      }
+    } else {
+      e = split_args(rest, 2, inv.name, {}, a);
+      if (e.empty() && a.positional.empty()) e = inv.name + ": expected at least one server";
+    }
     if (sub == "add") {
       inv.command = ImctlCommand::kServerAdd;
       inv.target = "/v1/servers";
@@ -420,7 +464,7 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
         servers.push_back(std::move(s));
       }
       body["servers"] = std::move(servers);
-    } else {
+    } else if (sub == "remove") {
       inv.command = ImctlCommand::kServerRemove;
       inv.target = "/v1/servers/remove";
       json::array names;

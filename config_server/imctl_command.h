@@ -30,6 +30,7 @@ enum class ImctlCommand : uint8_t {
   kHistory,
   kMode,
   kServerAdd,
+  kServerSet,  // server set NAME --address|--weight
   kServerRemove,
   kAssign,
   kSplit,
@@ -57,7 +58,8 @@ struct ImctlInvocation {
   std::string server;  // kPurgeStatus: the server whose purges are shown
   bool watch = false;  // status --watch: redraw every second until interrupted
 
-  // kToken: made here from the key file (docs/design.md §6), printed as hex or, with --json, as JSON.
+  // kToken: made here from the key file (docs/design.md §6), printed as hex or, with --json, as
+  // JSON.
   uint64_t token_user = 0;
   uint32_t token_ttl_s = 0;
   std::string key_file;

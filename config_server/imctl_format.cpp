@@ -359,6 +359,7 @@ std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
       return format_purges(body, inv.server);
     case ImctlCommand::kMode:
     case ImctlCommand::kServerAdd:
+    case ImctlCommand::kServerSet:
     case ImctlCommand::kServerRemove:
     case ImctlCommand::kAssign:
     case ImctlCommand::kSplit:

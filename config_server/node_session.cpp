@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-
 #include "common/endpoint.h"
 #include "config_server/config_service.h"
 
@@ -49,8 +48,19 @@ void NodeSession::send(const control::Message& m) {
   write_next();
 }
 
+void NodeSession::send_last(const control::Message& m) {
+  send(m);
+  close_when_written_ = true;
+  write_next();
+}
+
 void NodeSession::write_next() {
-  if (write_in_progress_ || queued_.empty() || closed_) return;
+  if (closed_) return;
+  if (!write_in_progress_ && queued_.empty() && close_when_written_) {
+    close();
+    return;
+  }
+  if (write_in_progress_ || queued_.empty()) return;
   write_in_progress_ = true;
   writing_.swap(queued_);
   asio::async_write(socket_, asio::buffer(writing_),
@@ -77,8 +87,9 @@ asio::awaitable<void> NodeSession::read_loop() {
     in.commit(n);
     std::string error;
     const auto st = control::drain_messages(in, error, [&](const control::Message& m) {
+      if (close_when_written_) return false;  // refused: the rest is not read
       service_.on_message(*this, m);
-      return !closed_;
+      return !closed_ && !close_when_written_;
     });
     if (st != control::DecodeStatus::kNeedMore && st != control::DecodeStatus::kOk) {
       spdlog::warn("node link {}: bad message: {}; closing", peer_, error);
@@ -86,7 +97,8 @@ asio::awaitable<void> NodeSession::read_loop() {
     }
     if (closed_) break;
   }
-  close();
+  // After send_last() the write completion closes the link, so that the refusal is delivered.
+  if (!close_when_written_) close();
   service_.on_disconnect(*this);
 }
 

@@ -1,6 +1,6 @@
 // NodeSession: the config server's side of one node link (a hash or login server dialled in;
-// docs/design.md §4–§5): reads control messages and hands them to the ConfigService, and queues messages
-// to the node, written in order, one write at a time.
+// docs/design.md §4–§5): reads control messages and hands them to the ConfigService, and queues
+// messages to the node, written in order, one write at a time.
 //
 // Not thread-safe: the config server's main thread only.
 #pragma once
@@ -23,6 +23,8 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   void start();
   void send(const control::Message& m);
   void close();
+  // Sends `m` (a refusal), then closes the link once it is written; nothing is read after it.
+  void send_last(const control::Message& m);
   const std::string& peer() const { return peer_; }
   // The node this link registered as ("hash/hash1"); empty before register.
   std::string key;
@@ -38,6 +40,7 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   std::vector<uint8_t> writing_;
   bool write_in_progress_ = false;
   bool closed_ = false;
+  bool close_when_written_ = false;  // send_last(): the queue is the link's last words
 };
 
 }  // namespace imhash

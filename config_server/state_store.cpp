@@ -1,17 +1,12 @@
 #include "config_server/state_store.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <boost/json.hpp>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "common/durable_file.h"
 #include "common/options.h"
 #include "common/table_json.h"
 
@@ -20,29 +15,14 @@ namespace json = boost::json;
 namespace imhash {
 
 namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-bool write_all(int fd, const std::string& text) {
-  size_t off = 0;
-  while (off < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
+constexpr const char* kStateFile = "state.json";
 }  // namespace
 
-StateStore::StateStore(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/state.json") {
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw ConfigError("cannot create state directory " + dir_ + ": " + ec.message());
-  // A leftover temporary file is an interrupted write: the rename never happened, so the state
-  // file still holds the last committed state.
-  std::filesystem::remove(path_ + ".tmp", ec);
+StateStore::StateStore(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/" + kStateFile) {
+  if (auto err = make_directory(dir_); !err.empty()) throw ConfigError("state directory: " + err);
+  // A leftover temporary file is an interrupted write: the state file still holds the last
+  // committed state.
+  remove_interrupted_write(dir_, kStateFile);
 
   std::ifstream in(path_);
   if (!in) {
@@ -98,34 +78,9 @@ std::string StateStore::commit(Table next, std::string change) {
   }
   const std::string text =
       json::serialize(json::object{{"format", 1}, {"history", std::move(entries)}}) + "\n";
-  if (auto err = write_file(text); !err.empty()) return err;
+  if (auto err = replace_file_durably(dir_, kStateFile, text); !err.empty()) return err;
   history_ = std::move(history);
   current_ = std::move(next);
-  return {};
-}
-
-std::string StateStore::write_file(const std::string& text) const {
-  const std::string tmp = path_ + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot write " + tmp + ": " + errno_text();
-  const bool ok = write_all(fd, text) && ::fsync(fd) == 0;
-  const std::string why = ok ? "" : errno_text();
-  ::close(fd);
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    return "cannot write " + tmp + ": " + why;
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    const std::string err = errno_text();
-    ::unlink(tmp.c_str());
-    return "cannot replace " + path_ + ": " + err;
-  }
-  // The rename is durable only once the directory entry is on disk.
-  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
   return {};
 }
 

@@ -1,7 +1,7 @@
 // StateStore: the config server's durable state — the current routing table and its version
-// history — in one JSON file under --state-dir, replaced atomically (write a temporary file, fsync
-// it, rename it over the old one, fsync the directory), so a crash or kill -9 at any instant leaves
-// either the old state or the new one, never a torn file (docs/design.md §5).
+// history — in one JSON file under --state-dir, replaced atomically (common/durable_file.h), so a
+// crash or kill -9 at any instant leaves either the old state or the new one, never a torn file
+// (docs/design.md §5).
 //
 // Not thread-safe: the config server's main thread only.
 #pragma once
@@ -45,8 +45,6 @@ class StateStore {
   const std::string& path() const { return path_; }
 
  private:
-  std::string write_file(const std::string& text) const;
-
   const std::string dir_;
   const std::string path_;
   std::optional<Table> current_;

@@ -161,6 +161,12 @@ done
 [[ $converged -eq 1 ]] || fail "not converged: $(imctl status 2>&1)"
 imctl status | sed 's/^/   /'
 [[ -n $(find /var/lib/imhash -mindepth 1 -user imhash) ]] || fail "no state written to /var/lib/imhash"
+# state-dir = /var/lib/imhash in the shipped hash and login config files: each keeps its table.
+# The login server has no name in the shipped file: login-HOST-PORT, its UDP port chosen at bind.
+login_name="login-$(hostname | cut -d. -f1 | tr -c 'A-Za-z0-9_\n-' '-')-${LOGIN##*:}"
+for saved in hash-hash1 "login-$login_name"; do
+  [[ -f /var/lib/imhash/$saved.table.json ]] || fail "no saved table /var/lib/imhash/$saved.table.json"
+done
 
 out=$(timeout 60 /usr/bin/udp_sim --target "$LOGIN" --users 2000 --duration 2 --verify --json \
   --log-level warn 2>"$WORK/udp_sim.err") || fail "udp_sim --verify through the installed login server failed"

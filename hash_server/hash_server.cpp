@@ -47,6 +47,7 @@ HashServer::HashServer(HashServerConfig config)
 
 void HashServer::set_router(std::shared_ptr<const Router> router) {
   table_version_ = router ? router->version() : 0;
+  if (router && config_.saved) config_.saved->save(router->table());
   for (auto& s : shards_) s->set_router(router);
 }
 
@@ -176,11 +177,11 @@ void HashServer::render_metrics(MetricsText& m) const {
   }
 }
 
-void HashServer::start_config_link(const std::string& listen_address) {
+void HashServer::start_config_link(const std::string& advertised_address) {
   control::Register self;
   self.role = control::Role::kHash;
   self.name = config_.name;
-  self.address = listen_address;
+  self.address = advertised_address;
   self.shards = config_.shards;
   self.version = table_version_;
   ConfigLink::Callbacks cb;
@@ -226,10 +227,14 @@ void HashServer::run() {
   asio::co_spawn(ctx_, accept_loop(), asio::detached);
 
   const std::string listen_address = format_host_port(bound.address().to_string(), bound.port());
-  spdlog::info("hash server {} with {} shards on {}", config_.name, config_.shards,
-               listen_address);
+  // What login servers are told to dial: --advertise (its port 0: the bound port), else the bound
+  // address.
+  const std::string advertised =
+      config_.control.advertised(bound.address().to_string(), bound.port());
+  spdlog::info("hash server {} with {} shards on {}{}", config_.name, config_.shards,
+               listen_address, advertised == listen_address ? "" : ", advertised as " + advertised);
   sample_shards();
-  start_config_link(listen_address);
+  start_config_link(advertised);
   announce_listening(listen_address);
   control_.start_metrics([this](MetricsText& m) { render_metrics(m); });
   const Lifecycle lifecycle(ctx_);  // READY=1 now: every listener is bound

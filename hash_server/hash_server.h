@@ -14,6 +14,7 @@
 
 #include "common/node_control.h"
 #include "common/router.h"
+#include "common/saved_table.h"
 #include "hash_server/shard.h"
 
 namespace imhash {
@@ -25,7 +26,8 @@ struct HashServerConfig {
   uint32_t shards = 1;
   std::shared_ptr<const Router> router;  // may be null: no table yet, the server owns every id
   std::string table_file;                // --table: re-read on SIGHUP; empty: none
-  NodeControl::Endpoints control;        // --config (none: --table only) and --metrics
+  NodeControl::Endpoints control;        // --config (none: --table only), --advertise, --metrics
+  std::shared_ptr<SavedTable> saved;  // --state-dir: every table installed is kept there; or null
 };
 
 // Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids
@@ -46,7 +48,8 @@ class HashServer {
   boost::asio::awaitable<void> accept_loop();
   boost::asio::awaitable<void> handshake(tcp::socket socket);
   void stop();
-  // Installs a table (main thread): new handshakes report its version, shards judge ownership.
+  // Installs a table (main thread): new handshakes report its version, shards judge ownership;
+  // with --state-dir it is saved there too.
   void set_router(std::shared_ptr<const Router> router);
   // SIGHUP: installs the table file's version if it is valid and newer, as a pushed one would be;
   // otherwise logs why and keeps the table it has.
@@ -56,7 +59,7 @@ class HashServer {
   void sample_shards();
   boost::json::object stats() const;
   control::PurgeReport purge_report() const;
-  void start_config_link(const std::string& listen_address);
+  void start_config_link(const std::string& advertised_address);
   void render_metrics(MetricsText& m) const;
 
   HashServerConfig config_;

@@ -3,9 +3,11 @@
 
 #include <thread>
 
+#include "common/endpoint.h"
 #include "common/node_control.h"
 #include "common/options.h"
 #include "common/routing_table.h"
+#include "common/saved_table.h"
 #include "hash_server/hash_server.h"
 
 namespace {
@@ -26,7 +28,10 @@ int hash_server_main(int argc, char** argv) {
   NodeControl::add_options(opts,
                            "config server HOST:PORT: register there, receive tables and purge "
                            "commands; with --table too, the file is the starting table until the "
-                           "config server pushes one");
+                           "config server pushes one",
+                           "HOST:PORT login servers dial, registered with the config server "
+                           "(default: the --listen address; port 0: the port it listens on). "
+                           "Required with --config when --listen is 0.0.0.0 or [::]");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   HashServerConfig config;
@@ -43,6 +48,13 @@ int hash_server_main(int argc, char** argv) {
                      "': a server name is 1 to 64 characters of A-Z a-z 0-9 . _ -");
   }
   config.control = NodeControl::endpoints(opts);
+  if (config.control.advertise_host.empty() && config.control.has_config_server() &&
+      is_unspecified_host(listen.host)) {
+    throw UsageError("--listen " + opts.get<std::string>("listen") +
+                     " binds every address but is none to dial: give --advertise HOST:PORT, "
+                     "the address login servers reach this server at");
+  }
+  std::optional<Table> start;
   if (opts.has("table")) {
     config.table_file = opts.get<std::string>("table");
     auto loaded = load_table_file(config.table_file);
@@ -50,11 +62,30 @@ int hash_server_main(int argc, char** argv) {
     if (const auto why = table_mismatch(*loaded.table, config.name, config.shards)) {
       throw ConfigError(*why);
     }
-    if (!loaded.table->find_server(config.name)) {
-      spdlog::warn("{} is not in the table (version {}): it owns no ids and answers MOVED",
-                   config.name, loaded.table->version);
+    start = std::move(loaded.table);
+  }
+  if (!config.control.state_dir.empty()) {
+    config.saved = std::make_shared<SavedTable>(config.control.state_dir, "hash", config.name);
+    std::optional<Table> saved = config.saved->load();
+    if (saved) {
+      if (const auto why = table_mismatch(*saved, config.name, config.shards)) {
+        spdlog::warn("saved table ignored: {}", *why);
+        saved.reset();
+      }
     }
-    config.router = Router::compile(std::move(*loaded.table));
+    // The newer of the two: a table file newer than the saved table wins.
+    if (saved && (!start || saved->version > start->version)) {
+      spdlog::info("starting from the saved table version {} ({})", saved->version,
+                   config.saved->path());
+    }
+    start = newer_table(std::move(start), std::move(saved));
+  }
+  if (start) {
+    if (!start->find_server(config.name)) {
+      spdlog::warn("{} is not in the table (version {}): it owns no ids and answers MOVED",
+                   config.name, start->version);
+    }
+    config.router = Router::compile(std::move(*start));
   }
   HashServer server(std::move(config));
   server.run();

@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <functional>
 #include <future>
 
 #include "common/endpoint.h"
@@ -37,15 +38,17 @@ udp::socket bind_udp(asio::io_context& ctx, const udp::endpoint& at) {
   return s;
 }
 
-// Runs the main io_context (bounded) until `done` is set, so the config link can bring the first
-// table.
-void run_until(asio::io_context& ctx, const bool& done, std::chrono::milliseconds limit) {
+// Runs the main io_context (bounded) until `done()`, so the config link can bring the first table.
+void run_until(asio::io_context& ctx, const std::function<bool()>& done,
+               std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
     ctx.run_for(std::chrono::milliseconds(10));
     if (ctx.stopped()) ctx.restart();
   }
 }
+
+}  // namespace
 
 // login-HOST-PORT: unique per host and UDP port, so two login servers never knock each other's
 // config link off by registering under one name. Characters outside the name rule become '-'.
@@ -62,11 +65,23 @@ std::string default_login_name(uint16_t port) {
   return name;
 }
 
-}  // namespace
-
 LoginServer::LoginServer(LoginServerConfig config)
     : config_(std::move(config)), tables_(config_.grace) {
   if (!config_.table_file.empty()) tables_.load_file(config_.table_file);
+  if (!config_.name.empty()) open_saved_table();  // else once run() has named the server
+}
+
+void LoginServer::open_saved_table() {
+  if (config_.control.state_dir.empty()) return;
+  // The table saved before a restart, when it is newer than the file's (or there is no file): it
+  // is served until the config server brings a newer one, also when no config server answers. No
+  // fallback reads at the file's older table (grace 0).
+  saved_.emplace(config_.control.state_dir, "login", config_.name);
+  if (auto saved = saved_->load();
+      saved && tables_.install(*saved, std::nullopt, std::chrono::milliseconds(0))) {
+    spdlog::info("starting from the saved table version {} ({})", saved->version, saved_->path());
+  }
+  if (auto routing = tables_.latest()) saved_->save(routing->current->table());
 }
 
 void LoginServer::committed(uint32_t worker, uint64_t version) {
@@ -179,6 +194,7 @@ void LoginServer::run() {
   if (config_.name.empty()) {
     config_.name = default_login_name(at.port());
     config_.worker.link.client_name = config_.name;
+    open_saved_table();
   }
 
   committed_.assign(config_.threads, 0);
@@ -194,6 +210,7 @@ void LoginServer::run() {
   tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
     have_table_ = true;
     for (auto& w : workers_) w->set_routing(r);
+    if (saved_) saved_->save(r->current->table());
   });
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_[i]->start(sockets[i].release(), at.protocol());
@@ -204,11 +221,26 @@ void LoginServer::run() {
   }
   sample_workers();
   if (control_.has_config_server()) {
-    start_config_link(address);
-    // Serve with a table from the start when the config server has one (bounded wait: the data
-    // path never depends on the config server).
-    run_until(ctx_, have_table_, std::chrono::seconds(3));
-    if (!have_table_) spdlog::warn("no table yet: answering UNAVAILABLE until one arrives");
+    // What the config server shows: --advertise (its port 0: the bound port), else the bound
+    // address.
+    start_config_link(config_.control.advertised(at.address().to_string(), at.port()));
+    // Serve the config server's latest table from the start when it answers: wait until it has
+    // welcomed us and we run its version (bounded: the data path never depends on the config
+    // server; a saved or file table is served meanwhile and after).
+    run_until(
+        ctx_,
+        [this] {
+          const ConfigLink* link = control_.config_link();
+          const auto routing = tables_.latest();
+          return link->connected() && (routing ? routing->version() : 0) >= link->config_version();
+        },
+        std::chrono::seconds(3));
+    if (!have_table_) {
+      spdlog::warn("no table yet: answering UNAVAILABLE until one arrives");
+    } else if (!control_.config_link()->connected()) {
+      spdlog::warn("no answer from the config server yet: serving table version {} until it does",
+                   tables_.latest()->version());
+    }
   }
 
   // Announce only once every link has been tried, so a client's first request finds them up.

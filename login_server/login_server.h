@@ -9,10 +9,12 @@
 #include <boost/asio.hpp>
 #include <boost/json/object.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/node_control.h"
+#include "common/saved_table.h"
 #include "login_server/login_counters.h"
 #include "login_server/table_source.h"
 #include "login_server/worker.h"
@@ -37,6 +39,8 @@ class LoginServer {
   void run();
 
  private:
+  // Loads the table saved under this server's name in --state-dir (if any) and keeps saving there.
+  void open_saved_table();
   void start_config_link(const std::string& udp_address);
   // A worker started serving `version`; ack once all of them do.
   void committed(uint32_t worker, uint64_t version);
@@ -47,6 +51,7 @@ class LoginServer {
 
   LoginServerConfig config_;
   TableSource tables_;
+  std::optional<SavedTable> saved_;
   boost::asio::io_context ctx_{1};
   NodeControl control_{ctx_, config_.control};
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -56,5 +61,10 @@ class LoginServer {
   bool have_table_ = false;
   bool stopping_ = false;
 };
+
+// login-HOST-PORT (this host's name up to its first dot, the UDP port): the default name, unique
+// per host and port, so that two login servers never knock each other's config link off by
+// registering under one name. Any thread.
+std::string default_login_name(uint16_t port);
 
 }  // namespace imhash

@@ -53,7 +53,10 @@ int login_server_main(int argc, char** argv) {
       "holds a whole /64)");
   NodeControl::add_options(opts,
                            "config server HOST:PORT: register there and take every table it "
-                           "pushes");
+                           "pushes",
+                           "HOST:PORT shown for this server in imctl status, e.g. the public "
+                           "address clients use (default: the --udp address; port 0: the port "
+                           "it listens on)");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   LoginServerConfig config;
@@ -93,7 +96,12 @@ int login_server_main(int argc, char** argv) {
   }
   config.control = NodeControl::endpoints(opts);
   if (opts.has("table")) config.table_file = opts.get<std::string>("table");
-  config.name = link.client_name;  // empty: LoginServer names itself once its port is bound
+  // No --name: login-HOST-PORT, stable across restarts (the saved table is kept under the name);
+  // with --udp port 0 the server names itself once the port is bound.
+  if (link.client_name.empty() && config.udp_port != 0) {
+    link.client_name = default_login_name(config.udp_port);
+  }
+  config.name = link.client_name;
   config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
   if (opts.has("auth-key-file")) {
     config.worker.flow.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));

@@ -70,6 +70,14 @@ class CheckingBackend : public imhash::AdminBackend {
     }
     return by_name(specs.front().name, "add_servers");
   }
+  AdminResult set_server(const std::string& server, const std::optional<std::string>& address,
+                         const std::optional<uint32_t>& weight) override {
+    name(server);
+    if (!address && !weight) violated("nothing to set", server);
+    if (address && address->empty()) violated("empty address");
+    if (weight && (*weight < 1 || *weight > imhash::kMaxWeight)) violated("weight");
+    return by_name(server, "set_server");
+  }
   AdminResult remove_servers(const std::vector<std::string>& list) override {
     if (list.empty() || list.size() > imhash::kMaxServers) violated("name count");
     std::set<std::string> names;

@@ -2,7 +2,9 @@
 // docs/operations.md that starts with "imctl " is run, in document order, against a local cluster
 // (a config server, hash1..hash4 registered with it, login1 once the first "imctl server add" has
 // run). Conventions (stated at the top of docs/operations.md): a line must exit 0, unless it ends
-// with "# exits N"; a line ending with "# not run" is skipped.
+// with "# exits N"; a line ending with "# not run" is skipped. A line "<!-- docs test: new
+// cluster -->" outside the code blocks starts a fresh cluster for the commands after it (the
+// runbook starts from an empty table).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -24,7 +26,10 @@ struct DocCommand {
   std::vector<std::string> args;  // after "imctl"
   int expected_exit = 0;
   bool run = true;
+  int cluster = 0;  // which fresh cluster it runs on (0, then 1 after the first marker...)
 };
+
+constexpr const char* kNewCluster = "<!-- docs test: new cluster -->";
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -40,15 +45,22 @@ std::vector<DocCommand> extract_commands(const std::string& markdown) {
   std::istringstream in(markdown);
   std::string raw;
   bool fenced = false;
+  int cluster = 0;
   for (int line_no = 1; std::getline(in, raw); ++line_no) {
     const std::string line = trim(raw);
     if (line.rfind("```", 0) == 0) {
       fenced = !fenced;
       continue;
     }
+    if (!fenced && line == kNewCluster) ++cluster;
+    if (!fenced && line.rfind("<!-- docs test", 0) == 0 && line != kNewCluster) {
+      throw std::runtime_error("line " + std::to_string(line_no) + ": unknown marker '" + line +
+                               "' (expected '" + kNewCluster + "')");
+    }
     if (!fenced || line.rfind("imctl ", 0) != 0) continue;
     DocCommand c;
     c.line = line_no;
+    c.cluster = cluster;
     std::string command = line;
     if (const size_t hash = line.find('#'); hash != std::string::npos) {
       command = trim(line.substr(0, hash));
@@ -91,9 +103,16 @@ TEST_CASE("docs: the extractor reads fenced imctl lines, expected exits and not-
       "nft add rule inet filter input tcp dport 7001 drop\n"
       "imctl token 42 --ttl 1h --key-file k   # not run\n"
       "```\n"
-      "imctl where 1\n";
+      "imctl where 1\n"
+      "<!-- docs test: new cluster -->\n"
+      "```\n"
+      "imctl status\n"
+      "```\n";
   const auto cmds = extract_commands(md);
-  REQUIRE(cmds.size() == 3);
+  REQUIRE(cmds.size() == 4);
+  CHECK(cmds[2].cluster == 0);
+  CHECK(cmds[3].cluster == 1);
+  CHECK_THROWS(extract_commands("<!-- docs test: new clusters -->\n"));
   CHECK(cmds[0].line == 3);
   CHECK(cmds[0].args == std::vector<std::string>{"server", "add", "hash1", "hash2"});
   CHECK(cmds[0].expected_exit == 0);
@@ -110,27 +129,37 @@ TEST_CASE("docs: every imctl command in docs/operations.md runs against a local 
   // the document broke.
   REQUIRE(commands.size() >= 25);
 
-  ConfigClusterOptions options;
-  options.initial_mode = "ring";  // the config server's default, which the document starts from
-  ConfigCluster cluster(options);
-  cluster.start_config();
-  for (int i = 1; i <= 4; ++i) cluster.start_hash(i);
-  bool login_started = false;
-
   int ran = 0;
-  for (const auto& c : commands) {
-    if (!c.run) continue;
-    INFO("docs/operations.md:" << c.line << ": " << c.text);
-    const auto r = cluster.imctl(c.args);
-    INFO("output: " << r.out);
-    CHECK(r.exit_code == c.expected_exit);
-    ++ran;
-    if (!login_started && r.exit_code == 0 && c.args.size() >= 2 && c.args[0] == "server" &&
-        c.args[1] == "add") {
-      cluster.start_login(1);
-      login_started = true;
+  int clusters = 0;
+  for (size_t first = 0; first < commands.size();) {
+    // One fresh cluster per group: a config server, hash1..hash4 registered, login1 once the
+    // first "server add" has run.
+    const int group = commands[first].cluster;
+    ConfigClusterOptions options;
+    options.initial_mode = "ring";  // the config server's default, which the document starts from
+    ConfigCluster cluster(options);
+    cluster.start_config();
+    for (int i = 1; i <= 4; ++i) cluster.start_hash(i);
+    bool login_started = false;
+    ++clusters;
+    size_t i = first;
+    for (; i < commands.size() && commands[i].cluster == group; ++i) {
+      const DocCommand& c = commands[i];
+      if (!c.run) continue;
+      INFO("docs/operations.md:" << c.line << ": " << c.text);
+      const auto r = cluster.imctl(c.args);
+      INFO("output: " << r.out);
+      CHECK(r.exit_code == c.expected_exit);
+      ++ran;
+      if (!login_started && r.exit_code == 0 && c.args.size() >= 2 && c.args[0] == "server" &&
+          c.args[1] == "add") {
+        cluster.start_login(1);
+        login_started = true;
+      }
     }
+    CHECK(login_started);
+    first = i;
   }
-  CHECK(login_started);
+  CHECK(clusters == 2);  // the walk through §2-§8, then the runbook (§12)
   CHECK(ran >= 20);
 }

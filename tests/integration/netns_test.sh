@@ -157,8 +157,10 @@ imctl() { ip netns exec "$NS_CFG" "$IMCTL" --admin "$NET.1:7100" "$@"; }
 start config "$NS_CFG" "$CONFIG_SERVER" --listen "$NET.1:7000" --admin "$NET.1:7100" \
   --state-dir "$WORK/state" --heartbeat-ms 200 --grace-ms 1000 --initial-mode range
 wait_listening config 2
-start hash1 "$NS_H1" "$HASH_SERVER" --listen "$NET.11:7001" --name hash1 --shards 2 \
-  --config "$NET.1:7000"
+# hash1 binds every address of its host and advertises the one login servers reach it at
+# (docs/operations.md §1); hash2 binds its address only.
+start hash1 "$NS_H1" "$HASH_SERVER" --listen 0.0.0.0:7001 --advertise "$NET.11:7001" --name hash1 \
+  --shards 2 --config "$NET.1:7000"
 start hash2 "$NS_H2" "$HASH_SERVER" --listen "$NET.12:7001" --name hash2 --shards 2 \
   --config "$NET.1:7000"
 wait_listening hash1 1
@@ -180,6 +182,8 @@ poll() {  # poll TRIES SLEEP COMMAND...
 }
 poll 100 0.1 nodes_up 2 || fail "the hash servers did not register with the config server"
 imctl server add hash1 hash2 >/dev/null || fail "imctl server add"
+imctl --json table | jq -e --arg a "$NET.11:7001" '.servers[] | select(.name == "hash1") | .address == $a' \
+  >/dev/null || fail "hash1 is not in the table at its advertised address: $(imctl table)"
 # Users 1..5000 on hash1, 5001..10000 on hash2.
 imctl assign 1-5000 hash1 >/dev/null || fail "imctl assign 1-5000 hash1"
 imctl assign 5001-10000 hash2 >/dev/null || fail "imctl assign 5001-10000 hash2"

@@ -164,6 +164,31 @@ TEST_CASE("readiness: a login server without a table is READY only once one arri
   std::filesystem::remove_all(state);
 }
 
+TEST_CASE("readiness: a login server with a saved table and no config server is READY serving it") {
+  const std::string state = "readiness_state3." + std::to_string(getpid());
+  std::filesystem::remove_all(state);
+  std::filesystem::create_directories(state);
+  ChildProcess hash(IMHASH_HASH_SERVER, {"--name", "hash1", "--shards", "1"});
+  const std::string table = write_table(hash.wait_listening().at(0));
+  std::filesystem::copy_file(table, state + "/login-login1.table.json");
+  // A config server address where nothing listens (bound, then closed): it never answers.
+  ChildProcess gone(IMHASH_CONFIG_SERVER, {"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+                                           "--state-dir", state + "/config"});
+  const std::string dead = gone.wait_listening(2).at(0);
+  gone.stop(SIGKILL);
+
+  NotifySocket notify;
+  ChildProcess login(IMHASH_LOGIN_SERVER,
+                     {"--config", dead, "--state-dir", state, "--name", "login1", "--threads", "1",
+                      "--metrics", "127.0.0.1:0"},
+                     {.env = {notify.env()}});
+  const auto laddr = check_ready_after_listening(notify, login, 2);
+  CHECK(metric(scrape(laddr.at(1)), "imhash_table_version") == 1);
+  CHECK(login.stop(SIGTERM) == 0);
+  std::filesystem::remove_all(state);
+  std::filesystem::remove(table);
+}
+
 TEST_CASE("readiness: the watchdog is fed while WATCHDOG_USEC asks for it") {
   NotifySocket notify;
   ChildProcess hash(IMHASH_HASH_SERVER, {"--name", "hash1", "--shards", "1"},

@@ -61,6 +61,11 @@ class FakeBackend : public AdminBackend {
     }
     return record(line);
   }
+  AdminResult set_server(const std::string& name, const std::optional<std::string>& address,
+                         const std::optional<uint32_t>& weight) override {
+    return record("set_server " + name + " " + address.value_or("-") + " " +
+                  (weight ? std::to_string(*weight) : "-"));
+  }
   AdminResult remove_servers(const std::vector<std::string>& names) override {
     std::string line = "remove_servers";
     for (const std::string& n : names) line += " " + n;
@@ -184,6 +189,24 @@ TEST_CASE("admin_http: POST /v1/mode") {
         R"(unknown key "moduloHash" (expected mode, modulo_hash))");
 }
 
+TEST_CASE("admin_http: POST /v1/servers/set changes a server's address or weight") {
+  CHECK(post_ok("/v1/servers/set", R"({"name": "hash1", "address": "10.0.0.11:7001"})") ==
+        "set_server hash1 10.0.0.11:7001 -");
+  CHECK(post_ok("/v1/servers/set", R"({"name": "hash1", "weight": 3})") == "set_server hash1 - 3");
+  CHECK(post_ok("/v1/servers/set", R"({"name": "h", "address": "[::1]:7001", "weight": 2})") ==
+        "set_server h [::1]:7001 2");
+  CHECK(post_bad("/v1/servers/set", R"({"name": "hash1"})") ==
+        R"(nothing to change: give "address", "weight" or both)");
+  CHECK(post_bad("/v1/servers/set", R"({"address": "a:1"})") == R"("name" is missing)");
+  CHECK(
+      post_bad("/v1/servers/set", R"({"name": "h", "address": "[::]:7001"})") ==
+      R"("address" is an unspecified address, which login servers cannot dial (got "[::]:7001"); give the address they reach the server at)");
+  CHECK(post_bad("/v1/servers/set", R"({"name": "h", "weight": 0})") ==
+        R"("weight" must be an integer between 1 and 1000 (got 0))");
+  CHECK(post_bad("/v1/servers/set", R"({"name": "h", "shards": 2})") ==
+        R"(unknown key "shards" (expected name, address, weight))");
+}
+
 TEST_CASE("admin_http: POST /v1/servers adds, /v1/servers/remove removes") {
   CHECK(post_ok("/v1/servers",
                 R"({"servers": [{"name": "hash4", "address": "127.0.0.1:7004", "shards": 4,
@@ -223,6 +246,9 @@ TEST_CASE("admin_http: POST /v1/servers adds, /v1/servers/remove removes") {
         R"(unknown key "servers[0].port" (expected name, address, shards, weight))");
   CHECK(post_bad("/v1/servers", R"({"servers": [{"name": "h"}, {"name": "h"}]})") ==
         R"("servers[1].name" repeats "h" (each server may be listed once))");
+  CHECK(
+      post_bad("/v1/servers", R"({"servers": [{"name": "h", "address": "0.0.0.0:7001"}]})") ==
+      R"("servers[0].address" is an unspecified address, which login servers cannot dial (got "0.0.0.0:7001"); give the address they reach the server at)");
   std::string many = R"({"servers": [)";
   for (int i = 0; i < 1025; ++i)
     many += std::string(i ? "," : "") + R"({"name": "h)" + std::to_string(i) + "\"}";

@@ -195,6 +195,19 @@ ConfigLinkSettings fast() {
   return s;
 }
 
+// Accepts the link's next connection, takes its register, welcomes it (version 0) and waits for
+// its first heartbeat: the link is connected then.
+asio::awaitable<Peer> accept_and_welcome(Harness& h) {
+  Peer peer = co_await h.accept();
+  co_await peer.wait_for<control::Register>();
+  {
+    const std::vector<Message> out = msgs(control::Welcome{0, 0});
+    co_await peer.send(out);
+  }
+  co_await peer.wait_for<control::Heartbeat>();
+  co_return peer;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -490,4 +503,62 @@ TEST_CASE("config_link: stop() ends everything, whatever the link is doing") {
 TEST_CASE("config_link: a malformed config server address is a usage error") {
   asio::io_context ctx;
   CHECK_THROWS_AS(ConfigLink(ctx, "no-port", hash_self(), {}), UsageError);
+  CHECK_THROWS_AS(ConfigLink(ctx, "127.0.0.1:1,,127.0.0.1:2", hash_self(), {}), UsageError);
+  CHECK_THROWS_AS(ConfigLink(ctx, "127.0.0.1:0", hash_self(), {}), UsageError);
+}
+
+TEST_CASE("config_link: given several config servers, it dials the next after a failed connect") {
+  Harness h;
+  h.listen();
+  const uint16_t dead = h.port();
+  h.acceptor.reset();  // nothing listens on the first address
+  h.listen();
+  const std::string live = h.address();
+  std::optional<ConfigLink> link;
+  link.emplace(h.ctx, "127.0.0.1:" + std::to_string(dead) + ", " + live, hash_self(),
+               ConfigLink::Callbacks{}, fast());
+  h.on_failure = [&] {
+    if (link) link->stop();
+  };
+  link->start();
+  h.run([&]() -> asio::awaitable<void> {
+    Peer peer = co_await accept_and_welcome(h);
+    expect(link->connected(), "connected to the second address");
+    expect(link->config_address() == live, "on the address that answered");
+    // That one goes away: the link goes back to the first (dead), then to this one again.
+    peer.close();
+    Peer again = co_await h.accept();
+    co_await again.wait_for<control::Register>();
+    link.reset();
+  });
+}
+
+TEST_CASE("config_link: a refused registration is logged and tried again after the back-off") {
+  Harness h;
+  h.listen();
+  std::optional<ConfigLink> link;
+  std::vector<bool> states;
+  ConfigLink::Callbacks cb;
+  cb.on_state = [&](bool up) { states.push_back(up); };
+  link.emplace(h.ctx, h.address(), hash_self(), cb, fast());
+  h.on_failure = [&] {
+    if (link) link->stop();
+  };
+  link->start();
+  h.run([&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 2; ++i) {  // the same refusal twice: logged once, retried each time
+      Peer peer = co_await h.accept();
+      co_await peer.wait_for<control::Register>();
+      {
+        const std::vector<Message> out = msgs(control::Refused{"address 0.0.0.0:7001 refused"});
+        co_await peer.send(out);
+      }
+      co_await peer.until_closed();  // the link hangs up after a refusal
+      expect(!link->connected(), "a refused link is not connected");
+    }
+    Peer peer = co_await accept_and_welcome(h);
+    expect(link->connected(), "welcomed at last");
+    link.reset();
+  });
+  CHECK(states == std::vector<bool>{true});  // refusals are no change of state
 }

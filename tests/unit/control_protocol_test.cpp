@@ -54,6 +54,8 @@ std::vector<Message> samples() {
         frame::PurgeAction::kAll, frame::PurgeAction::kCancel}) {
     v.push_back(PurgeCommand{a, a == frame::PurgeAction::kOlderThan ? 3600u : 0u});
   }
+  v.push_back(Refused{"address 0.0.0.0:7001 is unspecified \"quoted\""});
+  v.push_back(Refused{""});
   return v;
 }
 
@@ -116,6 +118,7 @@ TEST_CASE("control_protocol: golden bytes") {
                         R"("address":"127.0.0.1:7001","shards":4,"version":2,"pid":99})"));
   const auto purge = encode(PurgeCommand{frame::PurgeAction::kOlderThan, 60});
   CHECK(purge == frame_of(R"({"type":"purge","action":"older_than","age_s":60})"));
+  CHECK(encode(Refused{"no"}) == frame_of(R"({"type":"refused","reason":"no"})"));
 }
 
 TEST_CASE("control_protocol: messages written by hand decode") {
@@ -389,5 +392,6 @@ TEST_CASE("control_protocol: names of the vocabulary") {
   CHECK(std::string(purge_state_name(frame::PurgeState::kDone)) == "done");
   CHECK(std::string(type_name(Message(PurgeCommand{}))) == "purge");
   CHECK(std::string(type_name(Message(TablePush{}))) == "table");
+  CHECK(std::string(type_name(Message(Refused{}))) == "refused");
   CHECK(std::string(to_string(DecodeStatus::kBadJson)) == "invalid JSON");
 }

@@ -52,3 +52,21 @@ TEST_CASE("endpoint: check_host_port says what is wrong with a table address") {
     CHECK(check_host_port(bad) == "does not end in a port between 1 and 65535");
   }
 }
+
+TEST_CASE("endpoint: is_unspecified_host finds the any-addresses a listener binds") {
+  for (const char* host : {"0.0.0.0", "0", "0.0", "::", "[::]", "::0", "0:0:0:0:0:0:0:0",
+                           "::ffff:0.0.0.0", "[::ffff:0.0.0.0]"}) {
+    CAPTURE(host);
+    CHECK(is_unspecified_host(host));
+  }
+  for (const char* host : {"127.0.0.1", "10.0.0.11", "::1", "[::1]", "localhost", "hash1.example",
+                           "", "[]", "0.0.0.1", "::ffff:10.0.0.1"}) {
+    CAPTURE(host);
+    CHECK_FALSE(is_unspecified_host(host));
+  }
+  CHECK(is_unspecified_address("0.0.0.0:7001"));
+  CHECK(is_unspecified_address("[::]:7001"));
+  CHECK_FALSE(is_unspecified_address("10.0.0.11:7001"));
+  CHECK_FALSE(is_unspecified_address("[::1]:7001"));
+  CHECK_FALSE(is_unspecified_address("no-port"));
+}

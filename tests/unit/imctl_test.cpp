@@ -84,6 +84,10 @@ TEST_CASE("imctl: commands map to admin API requests") {
       {{"purge", "hash1", "--cancel"}, R"(POST /v1/purge {"server":"hash1","kind":"cancel"})"},
       {{"purge", "hash1", "--status"}, "GET /v1/purge"},
       {{"where", "18446744073709551615"}, "GET /v1/where/18446744073709551615"},
+      {{"server", "set", "hash1", "--address", "10.0.0.11:7001"},
+       R"(POST /v1/servers/set {"name":"hash1","address":"10.0.0.11:7001"})"},
+      {{"server", "set", "hash1", "--weight=3", "--address", "[::1]:7001"},
+       R"(POST /v1/servers/set {"name":"hash1","address":"[::1]:7001","weight":3})"},
   };
   for (const Case& c : cases) {
     INFO(c.args[0]);
@@ -151,11 +155,33 @@ TEST_CASE("imctl: usage errors say what is wrong") {
       {{"mode", "ring", "--modulo-hash", "mix"}, "mode: --modulo-hash applies to mode modulo only"},
       {{"mode", "modulo", "--modulo-hash", "md5"},
        "mode: unknown --modulo-hash 'md5' (expected mix or identity)"},
-      {{"server"}, "server: expected 'server add NAME...' or 'server remove NAME...'"},
-      {{"server", "list"}, "server: expected 'server add NAME...' or 'server remove NAME...'"},
+      {{"server"},
+       "server: expected 'server add NAME...', 'server set NAME --address "
+       "HOST:PORT | --weight W' or 'server remove NAME...'"},
+      {{"server", "list"},
+       "server: expected 'server add NAME...', 'server set NAME --address "
+       "HOST:PORT | --weight W' or 'server remove NAME...'"},
       {{"server", "add"}, "server add: expected at least one server"},
       {{"server", "add", "h=nohost"}, "server add: 'h=nohost': address 'nohost' is not HOST:PORT"},
       {{"server", "add", "h/0"}, "server add: 'h/0': SHARDS must be a number between 1 and 1024"},
+      {{"server", "add", "h=0.0.0.0:7001"},
+       "server add: 'h=0.0.0.0:7001': address '0.0.0.0:7001' is unspecified: login servers cannot "
+       "dial it (give the address they reach the server at)"},
+      {{"server", "set", "h"},
+       "server set: nothing to change: give --address HOST:PORT, --weight W or both"},
+      {{"server", "set", "--weight", "2"},
+       "server set: expected server set NAME [--address HOST:PORT] [--weight W]"},
+      {{"server", "set", "h", "g", "--weight", "2"},
+       "server set: unexpected argument 'g' (usage: server set NAME [--address HOST:PORT] "
+       "[--weight W])"},
+      {{"server", "set", "h", "--weight", "0"},
+       "server set: --weight must be a number between 1 and 1000 (got '0')"},
+      {{"server", "set", "h", "--address", "[::]:7001"},
+       "server set: address '[::]:7001' is unspecified: login servers cannot dial it (give the "
+       "address they reach the server at)"},
+      {{"server", "set", "h", "--address", "nohost"},
+       "server set: address 'nohost' is not HOST:PORT"},
+      {{"server", "set", "h", "--port", "1"}, "server set: unknown option '--port'"},
       {{"server", "remove", "bad name"},
        "server remove: 'bad name' is not a valid server name (1 to 64 characters of A-Z a-z 0-9 . "
        "_ -)"},
@@ -477,6 +503,10 @@ class RecordingBackend : public AdminBackend {
     calls.push_back("add " + s[0].name + " " + *s[0].address + " " + std::to_string(*s[0].shards) +
                     " " + std::to_string(s[0].weight));
     return AdminResult::ok(json::object{{"version", 5}, {"change", "add"}});
+  }
+  AdminResult set_server(const std::string&, const std::optional<std::string>&,
+                         const std::optional<uint32_t>&) override {
+    return AdminResult::ok(json::object{});
   }
   AdminResult remove_servers(const std::vector<std::string>&) override {
     return AdminResult::ok(json::object{});

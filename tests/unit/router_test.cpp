@@ -13,6 +13,7 @@
 
 #include "common/shard_map.h"
 #include "common/table_edits.h"
+#include "common/table_text.h"
 
 namespace imhash {
 namespace {
@@ -322,6 +323,46 @@ TEST_CASE("router: compile keeps the table and refuses an invalid one") {
   Table bad = make_table(2, RoutingMode::kRange);  // range mode without ranges
   CHECK_THROWS_AS(Router::compile(bad), std::invalid_argument);
   CHECK_THROWS_WITH(Router::compile(Table{}), doctest::Contains("no servers"));
+}
+
+
+TEST_CASE("router: server set --address moves no id in any mode, --weight moves ids in ring mode") {
+  for (RoutingMode mode : {RoutingMode::kModulo, RoutingMode::kRange, RoutingMode::kRing}) {
+    CAPTURE(to_string(mode));
+    Table before = make_table(4, mode);
+    if (mode == RoutingMode::kRange) before.ranges = even_ranges(before.servers);
+    const TableResult after = set_server(before, "hash2", std::string("10.0.0.12:7001"), {});
+    REQUIRE_MESSAGE(after.ok(), after.error);
+    // Only that entry changed, in place.
+    CHECK(after.table->servers[1].address == "10.0.0.12:7001");
+    CHECK(after.table->servers[1].name == "hash2");
+    CHECK(after.table->servers[1].shards == before.servers[1].shards);
+    CHECK(after.table->ranges == before.ranges);
+    for (size_t i = 0; i < before.servers.size(); ++i) {
+      if (i != 1) CHECK(after.table->servers[i] == before.servers[i]);
+    }
+    // The id -> (server, shard) mapping is the same id for id.
+    const auto a = Router::compile(before);
+    const auto b = Router::compile(*after.table);
+    for (uint64_t id = 0; id < 100000; ++id) {
+      if (a->route(id) != b->route(id)) FAIL_CHECK("id " << id << " moved");
+    }
+    for (uint64_t id : kGoldenIds) CHECK(a->route(id) == b->route(id));
+    // ... and ids of hash2 are now sent to its new address.
+    for (uint64_t id = 0; id < 1000; ++id) {
+      if (b->owner_info(id).name == "hash2") CHECK(b->owner_info(id).address == "10.0.0.12:7001");
+    }
+  }
+  const Table ring = make_table(4, RoutingMode::kRing);
+  const TableResult heavier = set_server(ring, "hash2", std::nullopt, 3u);
+  REQUIRE_MESSAGE(heavier.ok(), heavier.error);
+  CHECK(heavier.table->servers[1].weight == 3);
+  CHECK(moved_fraction(ring, *heavier.table, 100000) > 0);
+  CHECK(set_server(ring, "nope", std::string("a:1"), {}).error ==
+        "cannot change server \"nope\": there is no server of that name");
+  CHECK(set_server(ring, "hash1", std::nullopt, 1u).error ==
+        "cannot change server \"hash1\": it already has that address and weight");
+  CHECK(set_server(ring, "hash1", std::nullopt, 0u).error.find("weight") != std::string::npos);
 }
 
 }  // namespace imhash
