@@ -7,9 +7,11 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <exception>
+#include <optional>
 #include <unordered_map>
 
 #include "common/endpoint.h"
+#include "config_server/admin_guard.h"
 #include "config_server/status_page.h"
 
 namespace imhash {
@@ -102,6 +104,7 @@ struct AdminHttpState {
   AdminBackend& backend;
   const AdminHttpLimits limits;
   std::string address;
+  std::optional<AdminGuard> guard;  // set once bound (it knows the address)
 
   // io_context thread only
   tcp::acceptor acceptor;
@@ -241,6 +244,18 @@ asio::awaitable<void> session(std::shared_ptr<State> st, tcp::socket socket) {
     }
 
     const auto& req = parser.get();
+    const AdminRequestHeaders headers{.host = req[http::field::host],
+                                      .origin = req[http::field::origin],
+                                      .content_type = req[http::field::content_type],
+                                      .authorization = req[http::field::authorization]};
+    if (auto refused = st->guard->check(req.method(), headers)) {
+      spdlog::warn("admin http {}: {} {} refused ({}): {}", peer,
+                   printable(req.method_string(), 20), printable(req.target(), 200),
+                   refused->status, refused->body.as_object().at("error").as_string().c_str());
+      Response res = make_response(refused->status, refused->body, req.version(), false);
+      co_await write(*st, stream, res);
+      co_return;
+    }
     if (is_status_page(req.method(), req.target())) {
       Response page = html_response(status_page_html(), req.version(), req.keep_alive());
       if (!co_await write(*st, stream, page) || st->stopped || !req.keep_alive()) co_return;
@@ -311,7 +326,8 @@ asio::awaitable<void> accept_loop(std::shared_ptr<State> st) {
 }  // namespace
 
 AdminHttpServer::AdminHttpServer(asio::io_context& ctx, AdminBackend& backend,
-                                 const std::string& host, uint16_t port, AdminHttpLimits limits)
+                                 const std::string& host, uint16_t port, AdminHttpLimits limits,
+                                 AdminAccess access)
     : state_(std::make_shared<AdminHttpState>(ctx, backend, limits)) {
   const std::string wanted = format_host_port(host, port);
   try {
@@ -323,6 +339,7 @@ AdminHttpServer::AdminHttpServer(asio::io_context& ctx, AdminBackend& backend,
     acceptor.bind(endpoint);
     acceptor.listen();
     state_->address = endpoint_text(acceptor.local_endpoint());
+    state_->guard.emplace(state_->address, std::move(access.allow_hosts), std::move(access.token));
   } catch (const boost::system::system_error& e) {
     throw boost::system::system_error(e.code(), "admin API: cannot listen on " + wanted);
   }

@@ -4,7 +4,9 @@
 // Keep-alive and pipelining are supported; limits (AdminHttpLimits) bound every connection: header
 // and body sizes (431, 413), a connection cap (503 and close beyond it), an idle timeout, and a
 // deadline for reading a request once its first byte arrived. Malformed HTTP gets 400 and a close.
-// The API is unauthenticated: bind it to loopback (docs/design.md §6) unless told otherwise.
+// Every request passes the AdminGuard (admin_guard.h) first: its Host and Origin must be this
+// API's, and a state-changing request needs Content-Type application/json and, when an admin token
+// is set (AdminAccess), the token. Read-only requests need no token.
 //
 // Thread rules: everything runs on the io_context given to the constructor (the config server's
 // main thread, the one thread the backend may be called from). Construct before that io_context
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config_server/admin_backend.h"
 #include "config_server/admin_handler.h"
@@ -35,12 +38,17 @@ struct AdminHttpLimits {
   std::chrono::milliseconds request_timeout{10'000};  // to read a started request, or write a reply
 };
 
+struct AdminAccess {
+  std::vector<std::string> allow_hosts;  // Host values accepted besides the bound address's
+  std::string token;                     // empty: state-changing requests need no token
+};
+
 class AdminHttpServer {
  public:
   // Resolves `host` and binds at once (port 0: a free port). Throws boost::system::system_error
   // if the address does not resolve or cannot be bound.
   AdminHttpServer(boost::asio::io_context& ctx, AdminBackend& backend, const std::string& host,
-                  uint16_t port, AdminHttpLimits limits = {});
+                  uint16_t port, AdminHttpLimits limits = {}, AdminAccess access = {});
   ~AdminHttpServer();
   AdminHttpServer(const AdminHttpServer&) = delete;
   AdminHttpServer& operator=(const AdminHttpServer&) = delete;

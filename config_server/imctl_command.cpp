@@ -133,6 +133,8 @@ imctl talks to the config server's admin API (HTTP/JSON, docs/admin_api.md).
   --admin HOST:PORT  the admin API (default: $IMHASH_ADMIN, else 127.0.0.1:7100)
   --json             print the server's JSON reply as is, for scripts
   --timeout-ms N     bound on the whole exchange, in milliseconds (default 5000)
+  --token-file FILE  the admin token, for a config server started with --admin-token-file
+                     (default: $IMHASH_ADMIN_TOKEN_FILE); reads need none
   --help             print this help
 
 commands:
@@ -317,6 +319,10 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
     } else if (take_value(args, i, "--timeout-ms", value, error)) {
       if (!error.empty()) return usage_error(error);
       timeout = value;
+    } else if (take_value(args, i, "--token-file", value, error)) {
+      if (!error.empty()) return usage_error(error);
+      if (value.empty()) return usage_error("--token-file: expected a file, got ''");
+      inv.token_file = value;
     } else {
       rest.push_back(args[i]);
     }

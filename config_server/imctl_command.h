@@ -48,6 +48,7 @@ struct ImctlInvocation {
   uint16_t port = 7100;
   bool json = false;  // print the server's JSON body as is
   std::chrono::milliseconds timeout{5000};
+  std::string token_file;  // --token-file or $IMHASH_ADMIN_TOKEN_FILE: the admin token (optional)
 
   // The command and its request.
   ImctlCommand command = ImctlCommand::kStatus;

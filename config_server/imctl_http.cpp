@@ -29,7 +29,7 @@ HttpOutcome network_failure(const beast::error_code& ec, const char* during) {
 }
 
 asio::awaitable<HttpOutcome> exchange(std::string host, uint16_t port, http::verb method,
-                                      std::string target, std::string body,
+                                      std::string target, std::string body, std::string token,
                                       std::chrono::steady_clock::time_point deadline) {
   auto ex = co_await asio::this_coro::executor;
 
@@ -51,7 +51,12 @@ asio::awaitable<HttpOutcome> exchange(std::string host, uint16_t port, http::ver
   req.set(http::field::host, format_host_port(host, port));
   req.set(http::field::user_agent, "imctl");
   req.set(http::field::accept, "application/json");
-  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  // Every state-changing request says it is JSON: the admin API refuses one that does not (a
+  // browser cannot send that cross-site without a preflight).
+  if (!body.empty() || method != http::verb::get) {
+    req.set(http::field::content_type, "application/json");
+  }
+  if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
   req.body() = std::move(body);
   req.keep_alive(false);
   req.prepare_payload();
@@ -81,11 +86,12 @@ asio::awaitable<HttpOutcome> exchange(std::string host, uint16_t port, http::ver
 
 HttpOutcome http_exchange(const std::string& host, uint16_t port, http::verb method,
                           const std::string& target, const std::string& body,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout, const std::string& token) {
   asio::io_context ctx(1);
   HttpOutcome outcome = failed(HttpFailure::kBadReply, "no reply");
   asio::co_spawn(
-      ctx, exchange(host, port, method, target, body, std::chrono::steady_clock::now() + timeout),
+      ctx,
+      exchange(host, port, method, target, body, token, std::chrono::steady_clock::now() + timeout),
       [&](std::exception_ptr e, HttpOutcome result) {
         if (!e) {
           outcome = std::move(result);

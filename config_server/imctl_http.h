@@ -31,10 +31,10 @@ struct HttpOutcome {
 
 inline constexpr size_t kImctlMaxReplyBytes = size_t{256} << 20;
 
-// Sends `method target` (with `body` as application/json unless it is empty) to host:port and
-// reads the reply; the whole exchange takes at most `timeout`.
+// Sends `method target` to host:port (a POST's body as application/json; with `token`, as
+// "Authorization: Bearer TOKEN") and reads the reply; the whole exchange takes at most `timeout`.
 HttpOutcome http_exchange(const std::string& host, uint16_t port, boost::beast::http::verb method,
                           const std::string& target, const std::string& body,
-                          std::chrono::milliseconds timeout);
+                          std::chrono::milliseconds timeout, const std::string& token = {});
 
 }  // namespace imhash

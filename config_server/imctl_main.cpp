@@ -11,6 +11,7 @@
 #include "common/key_file.h"
 #include "common/options.h"
 #include "common/token.h"
+#include "config_server/admin_guard.h"
 #include "config_server/imctl_command.h"
 #include "config_server/imctl_format.h"
 #include "config_server/imctl_http.h"
@@ -19,8 +20,7 @@ namespace {
 
 int imctl_main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const imhash::ImctlParse parse =
-      imhash::parse_imctl_args(args, std::getenv(imhash::kImctlAdminEnv));
+  imhash::ImctlParse parse = imhash::parse_imctl_args(args, std::getenv(imhash::kImctlAdminEnv));
   if (parse.help) {
     std::fputs(imhash::imctl_usage().c_str(), stdout);
     return imhash::kExitOk;
@@ -29,9 +29,16 @@ int imctl_main(int argc, char** argv) {
     std::fprintf(stderr, "imctl: %s\n\n%s", parse.error.c_str(), imhash::imctl_usage().c_str());
     return imhash::kExitUsage;
   }
-  const imhash::ImctlInvocation& inv = *parse.invocation;
+  imhash::ImctlInvocation& inv = *parse.invocation;
+  if (inv.token_file.empty()) {
+    if (const char* env = std::getenv("IMHASH_ADMIN_TOKEN_FILE"); env && *env) inv.token_file = env;
+  }
+  // A bad token file throws ConfigError (78) naming it.
+  const std::string token =
+      inv.token_file.empty() ? std::string() : imhash::load_admin_token_file(inv.token_file);
   if (inv.command == imhash::ImctlCommand::kToken) {
-    // Local: the key file is the login servers' (docs/design.md §6); a bad one throws ConfigError (78).
+    // Local: the key file is the login servers' (docs/design.md §6); a bad one throws ConfigError
+    // (78).
     const std::vector<uint8_t> key = imhash::load_key_file(inv.key_file);
     const uint64_t expiry = static_cast<uint64_t>(std::time(nullptr)) + inv.token_ttl_s;
     if (expiry > UINT32_MAX) {
@@ -47,8 +54,8 @@ int imctl_main(int argc, char** argv) {
     // Redraws the status every second until interrupted (Ctrl-C); an unreachable config server
     // is shown, not fatal, so the view recovers when it comes back.
     for (;;) {
-      const imhash::HttpOutcome outcome =
-          imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout);
+      const imhash::HttpOutcome outcome = imhash::http_exchange(
+          inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout, token);
       const imhash::ImctlOutput output = imhash::imctl_output(inv, outcome);
       std::fputs("\033[H\033[2J", stdout);
       std::fwrite(output.out.data(), 1, output.out.size(), stdout);
@@ -57,8 +64,8 @@ int imctl_main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
-  const imhash::HttpOutcome outcome =
-      imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout);
+  const imhash::HttpOutcome outcome = imhash::http_exchange(
+      inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout, token);
   const imhash::ImctlOutput output = imhash::imctl_output(inv, outcome);
   std::fwrite(output.out.data(), 1, output.out.size(), stdout);
   std::fflush(stdout);

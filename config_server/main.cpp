@@ -4,11 +4,12 @@
 
 #include <boost/asio.hpp>
 
-#include "common/lifecycle.h"
 #include "common/endpoint.h"
+#include "common/lifecycle.h"
 #include "common/metrics.h"
 #include "common/options.h"
 #include "common/table_text.h"
+#include "config_server/admin_guard.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
 #include "config_server/node_session.h"
@@ -40,6 +41,12 @@ int config_server_main(int argc, char** argv) {
              "HOST:PORT for hash and login servers to dial (port 0: pick a free port)")(
       "admin", po::value<std::string>()->default_value("127.0.0.1:7100"),
       "HOST:PORT of the HTTP/JSON admin API used by imctl (loopback unless told otherwise)")(
+      "admin-token-file", po::value<std::string>(),
+      "FILE holding the admin token (one word, at least 16 characters, chmod 600): requests that "
+      "change state then need 'Authorization: Bearer TOKEN' (imctl --token-file); reads do not")(
+      "admin-allow-host", po::value<std::vector<std::string>>()->multitoken(),
+      "HOST:PORT values of the Host header the admin API also answers to (a DNS name or another "
+      "address of this machine); others get 403, against DNS rebinding")(
       "state-dir", po::value<std::string>()->required(),
       "directory for the durable state (tables and history)")(
       "heartbeat-ms", po::value<uint32_t>()->default_value(1000),
@@ -85,7 +92,19 @@ int config_server_main(int argc, char** argv) {
   acceptor.set_option(tcp::acceptor::reuse_address(true));
   acceptor.bind(at);
   acceptor.listen();
-  AdminHttpServer admin_server(ctx, service, admin.host, admin.port);
+  AdminAccess access;
+  if (opts.has("admin-token-file")) {
+    access.token = load_admin_token_file(opts.get<std::string>("admin-token-file"));
+  }
+  if (opts.has("admin-allow-host")) {
+    for (const std::string& h : opts.get<std::vector<std::string>>("admin-allow-host")) {
+      if (const std::string problem = check_host_port(h); !problem.empty()) {
+        throw UsageError("--admin-allow-host '" + h + "' " + problem);
+      }
+      access.allow_hosts.push_back(h);
+    }
+  }
+  AdminHttpServer admin_server(ctx, service, admin.host, admin.port, {}, std::move(access));
 
   std::unique_ptr<MetricsServer> metrics;
   asio::signal_set signals(ctx, SIGINT, SIGTERM);

@@ -39,6 +39,9 @@ void ConfigCluster::start_config() {
                                    "--failover",     options_.failover,
                                    "--initial-mode", options_.initial_mode};
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  if (!options_.admin_token_file.empty()) {
+    args.insert(args.end(), {"--admin-token-file", options_.admin_token_file});
+  }
   config_ = std::make_unique<ChildProcess>(IMHASH_CONFIG_SERVER, args);
   const auto addrs = config_->wait_listening(options_.metrics ? 3 : 2);
   config_addr_ = addrs[0];
@@ -98,6 +101,9 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
 
 ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
   args.insert(args.begin(), {"--admin", admin_addr_});
+  if (!options_.admin_token_file.empty()) {
+    args.insert(args.begin(), {"--token-file", options_.admin_token_file});
+  }
   ChildProcess p(IMHASH_IMCTL, args);
   ImctlResult r;
   r.out = p.read_all();

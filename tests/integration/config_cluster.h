@@ -21,8 +21,9 @@ struct ConfigClusterOptions {
   int grace_ms = 1500;
   std::string failover = "off";
   std::string initial_mode = "range";
-  std::string state_dir{};  // default: a fresh directory per test process
-  bool metrics = false;     // --metrics 127.0.0.1:0 on every daemon
+  std::string state_dir{};         // default: a fresh directory per test process
+  bool metrics = false;            // --metrics 127.0.0.1:0 on every daemon
+  std::string admin_token_file{};  // set: config_server --admin-token-file, imctl --token-file
 };
 
 struct ImctlResult {

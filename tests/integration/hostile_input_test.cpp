@@ -9,9 +9,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
+#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -620,4 +622,93 @@ TEST_CASE("hostile: malformed JSON, oversized requests and slowloris at the admi
   MESSAGE("admin API: " << slow_closed << "/" << slow.size() << " slowloris connections closed");
   CHECK(http_exchange(admin, kGetStatus).status == 200);
   CHECK(c.config().running());
+}
+
+TEST_CASE("hostile: cross-site, rebinding and tokenless requests change nothing at the admin API") {
+  const std::string token_file = "admin_token." + std::to_string(getpid());
+  std::ofstream(token_file) << "hostile-test-token-0123456789\n";
+  ::chmod(token_file.c_str(), 0600);
+  ConfigCluster c(ConfigClusterOptions{.admin_token_file = token_file});
+  c.start_config();
+  c.start_hash(1);
+  c.start_hash(2);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);
+  const uint16_t udp = c.start_login(1);
+  const uint64_t version = c.version();
+  REQUIRE(c.wait_converged(version, 3));
+  UdpClient client(udp);
+  for (uint64_t id = 1; id <= 300; ++id) {
+    auto r = client.call(UdpClient::make(client::Op::kLogin, id, Endpoint::v4(0x0a000001, 5000)));
+    REQUIRE(r);
+    REQUIRE(r->status == client::Status::kOk);
+  }
+  const uint16_t admin = port_of(c.admin_address());
+  const auto request = [](const std::string& path, const std::string& headers,
+                          const std::string& body) {
+    return "POST " + path + " HTTP/1.1\r\n" + headers +
+           "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+           body;
+  };
+  const std::string purge_all = R"({"server": "hash1", "kind": "all"})";
+  const std::string remove = R"({"names": ["hash2"]})";
+  struct Attack {
+    const char* what;
+    std::string raw;
+    int status;
+  };
+  const std::vector<Attack> attacks = {
+      {"a web page's form post (text/plain, foreign Origin)",
+       request("/v1/purge",
+               "Host: 127.0.0.1:" + std::to_string(admin) +
+                   "\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n",
+               purge_all),
+       403},
+      {"text/plain without an Origin",
+       request("/v1/purge", "Host: 127.0.0.1\r\nContent-Type: text/plain\r\n", purge_all), 415},
+      {"DNS rebinding (Host evil.example)",
+       request("/v1/servers/remove",
+               "Host: evil.example:" + std::to_string(admin) +
+                   "\r\nContent-Type: application/json\r\nAuthorization: Bearer "
+                   "hostile-test-token-0123456789\r\n",
+               remove),
+       403},
+      {"JSON without the token",
+       request("/v1/purge", "Host: 127.0.0.1\r\nContent-Type: application/json\r\n", purge_all),
+       401},
+      {"JSON with a wrong token",
+       request("/v1/servers/remove",
+               "Host: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer "
+               "hostile-test-token-0123456780\r\n",
+               remove),
+       401},
+  };
+  for (const Attack& a : attacks) {
+    CAPTURE(a.what);
+    CHECK(http_exchange(admin, a.raw).status == a.status);
+  }
+  // imctl without the token can read, not change.
+  const std::string err_log = token_file + ".imctl.err";
+  ChildProcess tokenless(IMHASH_IMCTL, {"--admin", c.admin_address(), "purge", "hash1", "--all"},
+                         {.stderr_log = err_log});
+  tokenless.read_all();
+  CHECK(tokenless.stop(0) == 1);
+  std::ostringstream said;
+  said << std::ifstream(err_log).rdbuf();
+  CAPTURE(said.str());
+  CHECK(said.str().find("admin token") != std::string::npos);
+  ChildProcess reader(IMHASH_IMCTL, {"--admin", c.admin_address(), "status"});
+  reader.read_all();
+  CHECK(reader.stop(0) == 0);
+
+  // Nothing changed: same version, every user still there.
+  CHECK(c.version() == version);
+  for (uint64_t id = 1; id <= 300; ++id) {
+    auto r = client.call(UdpClient::make(client::Op::kLookup, id));
+    REQUIRE(r);
+    CHECK(r->status == client::Status::kOk);
+  }
+  // The operator with the token can (ConfigCluster's imctl passes --token-file).
+  CHECK(c.imctl({"split", "1000"}).exit_code == 0);
+  CHECK(c.version() == version + 1);
+  ::unlink(token_file.c_str());
 }

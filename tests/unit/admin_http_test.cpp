@@ -565,6 +565,7 @@ struct Client {
                                             std::string body = {}) {
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "localhost");
+    if (method != verb::get) req.set(http::field::content_type, "application/json");
     req.body() = std::move(body);
     req.prepare_payload();
     http::write(socket, req);
@@ -622,11 +623,11 @@ TEST_CASE("admin_http: server keeps the connection and answers pipelined request
   Client client(server.port());
   const std::string body = R"({"at": 5})";
   client.send(
-      "GET /v1/table HTTP/1.1\r\nHost: x\r\n\r\n"
-      "POST /v1/split HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "GET /v1/table HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+      "POST /v1/split HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body +
-      "GET /v1/history?limit=7 HTTP/1.1\r\nHost: x\r\n\r\n");
+      "GET /v1/history?limit=7 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   for (int i = 0; i < 3; ++i) CHECK(client.read().result_int() == 200);
   // And the connection is still good for more.
   CHECK(client.request(verb::get, "/v1/servers").result_int() == 200);
@@ -638,7 +639,7 @@ TEST_CASE("admin_http: server keeps the connection and answers pipelined request
 TEST_CASE("admin_http: server answers 413 to an oversized body, without reading it") {
   LiveServer server;
   Client client(server.port());
-  client.send("POST /v1/assign HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+  client.send("POST /v1/assign HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2000000\r\n\r\n");
   auto res = client.read();
   CHECK(res.result_int() == 413);
   CHECK(error_of(res) == "the request body is larger than 1048576 bytes");
@@ -647,7 +648,7 @@ TEST_CASE("admin_http: server answers 413 to an oversized body, without reading 
 
   // A chunked body that grows past the limit.
   Client chunked(server.port());
-  chunked.send("POST /v1/assign HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  chunked.send("POST /v1/assign HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n");
   const std::string chunk(64 * 1024, 'x');
   boost::system::error_code ec;
   for (int i = 0; i < 20 && !ec; ++i) {
@@ -664,8 +665,10 @@ TEST_CASE("admin_http: server answers 100 Continue when asked") {
   LiveServer server;
   Client client(server.port());
   const std::string body = R"({"at": 9})";
-  client.send("POST /v1/split HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
-              std::to_string(body.size()) + "\r\n\r\n");
+  client.send(
+      "POST /v1/split HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n");
   auto interim = client.read();
   CHECK(interim.result_int() == 100);
   client.send(body);
@@ -686,7 +689,7 @@ TEST_CASE("admin_http: server answers malformed HTTP with 400 and closes") {
   }
   {
     Client client(server.port());
-    client.send("GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n");
+    client.send("GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n");
     CHECK(client.read().result_int() == 400);
     CHECK(client.closed());
   }
@@ -735,7 +738,7 @@ TEST_CASE("admin_http: server refuses connections beyond its limit with 503") {
   CHECK(server.connections() == 2);
   {
     Client c(server.port());
-    c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    c.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     auto res = c.read();
     CHECK(res.result_int() == 503);
     CHECK(error_of(res) == "too many connections: at most 2 at once; try again later");
@@ -745,7 +748,7 @@ TEST_CASE("admin_http: server refuses connections beyond its limit with 503") {
   // The server notices the close when it next runs that session; retry until it has.
   CHECK(imhash::test::wait_until([&] {
     Client d(server.port());
-    d.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    d.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     return d.read().result_int() == 200;
   }));
 }
