@@ -21,7 +21,12 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using namespace imhash;
 
-asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& service) {
+// Every node link accepted and still open, registered or not: SIGTERM closes them all, so a
+// connection that never registered cannot keep the config server from exiting.
+using OpenSessions = std::vector<std::weak_ptr<NodeSession>>;
+
+asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& service,
+                                   OpenSessions& open) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
     if (!acceptor.is_open()) co_return;
@@ -29,7 +34,10 @@ asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& servi
       spdlog::warn("node accept: {}", ec.message());
       continue;
     }
-    std::make_shared<NodeSession>(std::move(socket), service)->start();
+    auto session = std::make_shared<NodeSession>(std::move(socket), service);
+    session->start();
+    std::erase_if(open, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
+    open.push_back(session);
   }
 }
 
@@ -107,6 +115,7 @@ int config_server_main(int argc, char** argv) {
   AdminHttpServer admin_server(ctx, service, admin.host, admin.port, {}, std::move(access));
 
   std::unique_ptr<MetricsServer> metrics;
+  OpenSessions open_sessions;
   asio::signal_set signals(ctx, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
@@ -115,11 +124,14 @@ int config_server_main(int argc, char** argv) {
     acceptor.close(ignored);
     admin_server.stop();
     service.stop();
+    for (const auto& w : open_sessions) {
+      if (auto s = w.lock()) s->close();
+    }
     if (metrics) metrics->stop();
   });
   service.start();
   admin_server.start();
-  asio::co_spawn(ctx, accept_nodes(acceptor, service), asio::detached);
+  asio::co_spawn(ctx, accept_nodes(acceptor, service, open_sessions), asio::detached);
 
   spdlog::info("config server: state in {} (version {}), heartbeat {} ms, grace {} ms, failover {}",
                store.path(), store.version(), settings.heartbeat.count(), settings.grace.count(),

@@ -16,7 +16,7 @@ constexpr size_t kMaxQueued = 64 << 20;
 }  // namespace
 
 NodeSession::NodeSession(tcp::socket socket, ConfigService& service)
-    : socket_(std::move(socket)), service_(service) {
+    : socket_(std::move(socket)), service_(service), register_timer_(socket_.get_executor()) {
   boost::system::error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
   if (!ec) peer_ = format_host_port(ep.address().to_string(), ep.port());
@@ -27,11 +27,20 @@ void NodeSession::start() {
   asio::co_spawn(
       socket_.get_executor(), [self = shared_from_this()] { return self->read_loop(); },
       asio::detached);
+  register_timer_.expires_after(kRegisterTimeout);
+  register_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->closed_ || !self->key.empty()) return;
+    spdlog::warn("node link from {}: no registration within {} s; closed", self->peer_,
+                 kRegisterTimeout.count());
+    self->close();
+  });
 }
 
 void NodeSession::close() {
   if (closed_) return;
   closed_ = true;
+  register_timer_.cancel();
   boost::system::error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);

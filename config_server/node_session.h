@@ -1,11 +1,13 @@
 // NodeSession: the config server's side of one node link (a hash or login server dialled in;
 // docs/design.md §4–§5): reads control messages and hands them to the ConfigService, and queues
-// messages to the node, written in order, one write at a time.
+// messages to the node, written in order, one write at a time. A connection that has not
+// registered within kRegisterTimeout is closed, so silent connections cannot pile up.
 //
 // Not thread-safe: the config server's main thread only.
 #pragma once
 
 #include <boost/asio.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +20,8 @@ class ConfigService;
 
 class NodeSession : public std::enable_shared_from_this<NodeSession> {
  public:
+  static constexpr std::chrono::seconds kRegisterTimeout{5};
+
   NodeSession(boost::asio::ip::tcp::socket socket, ConfigService& service);
 
   void start();
@@ -40,6 +44,7 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   std::vector<uint8_t> writing_;
   bool write_in_progress_ = false;
   bool closed_ = false;
+  boost::asio::steady_timer register_timer_;
   bool close_when_written_ = false;  // send_last(): the queue is the link's last words
 };
 

@@ -75,6 +75,20 @@ void Shard::stop() {
     // closes.
     for (tcp::socket* s : connections_) s->shutdown(tcp::socket::shutdown_receive, ec);
     work_.reset();
+    // A peer that does not read its answers would hold its write (and so this thread) forever:
+    // after the grace, close whatever is still open; pending writes then fail and end.
+    if (!connections_.empty()) {
+      stop_timer_.expires_after(kStopGrace);
+      stop_timer_.async_wait([this](const boost::system::error_code& timer_ec) {
+        if (timer_ec) return;
+        if (!connections_.empty()) {
+          spdlog::warn("shard {}: {} connection(s) still writing after {} s; closing them", index_,
+                       connections_.size(), kStopGrace.count());
+        }
+        boost::system::error_code ignored;
+        for (tcp::socket* s : connections_) s->close(ignored);
+      });
+    }
   });
 }
 
@@ -129,6 +143,7 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
   }
   connections_.erase(&socket);
   socket.close(ignored);
+  if (stopping_ && connections_.empty()) stop_timer_.cancel();  // all done: no need to wait
 }
 
 size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -54,7 +55,9 @@ class Shard {
              std::vector<uint8_t> leftover);
   void set_router(std::shared_ptr<const Router> router);
   // Stops reading from every connection, answers what was read, closes, and lets the thread end.
+  // A peer that does not read its answers is cut off after kStopGrace, so the shard always ends.
   void stop();
+  static constexpr std::chrono::seconds kStopGrace{2};
   // Starts or cancels a purge on this shard (from the config server, through the control thread).
   void command_purge(frame::PurgeAction action, uint32_t age_seconds);
   // Takes a snapshot on the shard's thread and passes it to `done` there; `done` must hand it back
@@ -97,6 +100,7 @@ class Shard {
   ShardCounters counters_;
   std::unordered_set<tcp::socket*> connections_;
   bool stopping_ = false;
+  boost::asio::steady_timer stop_timer_{ctx_};
 };
 
 }  // namespace imhash
