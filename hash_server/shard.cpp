@@ -87,27 +87,7 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> in) 
 
   for (;;) {
     // Answer every complete frame in the buffer, then send all answers with one write.
-    now_ = unix_now();
-    bool broken = false;
-    size_t prefetched_until = begin;  // the records of frames before this offset are on their way
-    while (begin < end) {
-      if (begin >= prefetched_until) {
-        prefetched_until = prefetch_records({in.data() + begin, end - begin}) + begin;
-      }
-      Header h;
-      std::span<const uint8_t> body;
-      size_t used = 0;
-      const DecodeStatus st = next_frame({in.data() + begin, end - begin}, h, body, used);
-      if (st == DecodeStatus::kNeedMore) break;
-      if (st != DecodeStatus::kOk || !handle(h, body, out)) {
-        ++counters_.bad_frames;
-        spdlog::warn("shard {}: closing connection from {}: {}", index_, peer,
-                     st != DecodeStatus::kOk ? to_string(st) : "malformed request body");
-        broken = true;
-        break;
-      }
-      begin += used;
-    }
+    const bool broken = !answer_frames({in.data(), end}, begin, out, peer);
     if (!out.empty()) {
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(out),
                                                 asio::as_tuple(asio::use_awaitable));
@@ -129,6 +109,30 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> in) 
   }
   connections_.erase(&socket);
   socket.close(ignored);
+}
+
+bool Shard::answer_frames(std::span<const uint8_t> in, size_t& begin, std::vector<uint8_t>& out,
+                          const std::string& peer) {
+  const TurnTimer turn(turns_);
+  now_ = unix_now();
+  size_t prefetched_until = begin;  // the records of frames before this offset are on their way
+  while (begin < in.size()) {
+    const auto rest = in.subspan(begin);
+    if (begin >= prefetched_until) prefetched_until = prefetch_records(rest) + begin;
+    Header h;
+    std::span<const uint8_t> body;
+    size_t used = 0;
+    const DecodeStatus st = next_frame(rest, h, body, used);
+    if (st == DecodeStatus::kNeedMore) break;
+    if (st != DecodeStatus::kOk || !handle(h, body, out)) {
+      ++counters_.bad_frames;
+      spdlog::warn("shard {}: closing connection from {}: {}", index_, peer,
+                   st != DecodeStatus::kOk ? to_string(st) : "malformed request body");
+      return false;
+    }
+    begin += used;
+  }
+  return true;
 }
 
 size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {
@@ -244,6 +248,7 @@ void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
     s.connections = connections_.size();
     s.counters = counters_;
     s.purge = purge_.progress();
+    s.turns = turns_;
     done(s);
   });
 }
@@ -254,8 +259,11 @@ void Shard::schedule_purge_step() {
   // A posted step runs after the handlers already queued, so requests interleave with the purge.
   asio::post(ctx_, [this] {
     purge_scheduled_ = false;
-    now_ = unix_now();
-    counters_.purged += purge_.step(store_, kPurgeBatchSlots, purge_context());
+    {
+      const TurnTimer turn(turns_);
+      now_ = unix_now();
+      counters_.purged += purge_.step(store_, kPurgeBatchSlots, purge_context());
+    }
     if (!purge_.running()) {
       spdlog::info("shard {}: purge finished, {} records deleted", index_,
                    purge_.progress().deleted);
@@ -279,6 +287,7 @@ void Shard::fill_stats(Response& r) const {
   r.stats[kStatPurged] = counters_.purged;
   r.stats[kStatConnections] = connections_.size();
   r.stats[kStatBadFrames] = counters_.bad_frames;
+  r.stats[kStatLongestTurnNs] = turns_.longest_ns;
 }
 
 }  // namespace imhash

@@ -19,6 +19,7 @@
 #include "common/router.h"
 #include "hash_server/purge.h"
 #include "hash_server/record_store.h"
+#include "hash_server/turn_stats.h"
 
 namespace imhash {
 
@@ -34,6 +35,7 @@ struct ShardSnapshot {
   uint64_t connections = 0;
   ShardCounters counters;
   frame::PurgeProgress purge;
+  TurnStats turns;
 };
 
 class Shard {
@@ -64,6 +66,10 @@ class Shard {
 
  private:
   boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> in);
+  // One turn of the event loop (timed into turns_): answers every complete frame of in[begin..]
+  // into `out`, advancing `begin`; returns false when a frame is malformed (close the link).
+  bool answer_frames(std::span<const uint8_t> in, size_t& begin, std::vector<uint8_t>& out,
+                     const std::string& peer);
   // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
   // kPrefetchBatch); returns the size of the frames it looked at, 0 if the first is incomplete.
   size_t prefetch_records(std::span<const uint8_t> frames) const;
@@ -93,6 +99,7 @@ class Shard {
   int self_index_ = -1;
   uint32_t now_ = 0;  // Unix seconds, refreshed once per batch
   ShardCounters counters_;
+  TurnStats turns_;
   std::unordered_set<tcp::socket*> connections_;
   bool stopping_ = false;
 };
