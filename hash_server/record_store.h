@@ -1,5 +1,5 @@
 // RecordStore: one shard's records, user id -> (endpoint, last seen), in an extendible hash table
-// of small Swiss-style segments, so that growth never stalls the shard and a record costs about
+// of small Swiss-style segments, so that growth never stalls the shard and a record costs 22 to
 // 25 bytes.
 //
 // Layout. h = mix64(id, HashSeed::kStore). A directory of 2^global_depth segment pointers is
@@ -21,7 +21,7 @@
 // when at most 25/32 of it are records (tombstones go), into the next class otherwise, and at the
 // top class it splits into two segments of depth d + 1, each sized for its own records (the
 // directory doubles first when d = global_depth: only pointers are copied). The longest stall is
-// one rehash of about 6,800 records (~0.1 ms). A segment below 3/8 full (after a delete, or when a
+// one rehash of about 6,800 records (~0.1 ms of CPU, plus the page faults of a fresh array). A segment below 3/8 full (after a delete, or when a
 // scan leaves it) rehashes into the smallest class that holds its records at 3/4 load: far enough
 // from the 7/8 growth point that a store does not alternate, and a purged store keeps at most
 // 19 / (3/8) = 51 bytes per record however the deletes fell (a purge's scan shrinks each segment
@@ -30,8 +30,10 @@
 // Memory arithmetic. A slot costs 19 bytes with its control byte. Hashing is uniform, so all
 // segments grow in lockstep and a segment runs between 7/8 full (just before it grows) and
 // 7/8 / (9/8) = 0.78 full (just after): 21.7 to 24.4 bytes per IPv4 record, plus 16 for an IPv6
-// address. Per segment: a 48-byte header, the control bytes rounded up to 64 with their 15 clones,
-// one or two directory pointers (about 0.02 bytes per record at 6,000 records a segment). Segment
+// address. Per segment: a 56-byte header, the control bytes rounded up to 64 with their 15 clones,
+// one or two directory pointers (about 0.02 bytes per record at 6,000 records a segment).
+// prefetch() loads the control group and the two slot lines from the probe's start, which hold
+// the record 89% of the time at these loads. Segment
 // arrays come from SegmentArena (freed arrays go back to the kernel, so the resident size follows
 // the records after a purge). Once the store holds 64 MiB, new arena chunks ask for transparent
 // huge pages (each lookup touches a random slot; on the development VM huge pages took GETs over

@@ -21,6 +21,7 @@
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
 # BENCH_STORM_SHARDS (default "1 2"), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
+# BENCH_AB_ROUNDS (hash A/B: default 3),
 # BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
@@ -166,19 +167,22 @@ bench_purge_memory() {
 }
 
 # GET and UPSERT at 10M records, BENCH_BASE_BUILD's hash server against this build's, alternated:
-# each fills 10M records, then hash_bench times UPSERTs of those ids and GETs over all of them.
+# each fills 10M records, then hash_bench times UPSERTs of those ids and GETs over all of them,
+# and reads the server's CPU time per request (steadier than the rate on a shared machine).
 bench_rates_ab() {
   local shards="$1" n="$records" side bin out round
   echo "== GET and UPSERT with $n records: $BENCH_BASE_BUILD (base) vs $IMHASH_BUILD (new), $shards shard(s), 50 connections, pipeline 16, ${seconds}s per phase"
-  for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
+  for round in $(seq 1 "${BENCH_AB_ROUNDS:-3}"); do
     for side in base new; do
       if [[ $side == base ]]; then bin="$BENCH_BASE_BUILD/hash_server/hash_server"; else bin="$IMHASH_BUILD/hash_server/hash_server"; fi
       start_daemon hash "$work" "$bin" --listen 127.0.0.1:0 --shards "$shards" --log-level warn
       "$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" --fill "$n" --pid "$DAEMON_PID" >"$work/ab_fill.out"
-      out=$("$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" -c 50 -P 16 --keys "$n" --duration "$seconds")
+      out=$("$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" -c 50 -P 16 --keys "$n" \
+        --duration "$seconds" --pid "$DAEMON_PID")
       stop_all
-      printf "round %d  %-4s  UPSERT %10.0f/s  GET %10.0f/s  (fill: %s bytes per record)\n" "$round" "$side" \
-        "$(awk '/^SET:/ {print $2}' <<<"$out")" "$(awk '/^GET:/ {print $2}' <<<"$out")" \
+      printf "round %d  %-4s  UPSERT %9.0f/s %6.3f us CPU   GET %9.0f/s %6.3f us CPU   (%s bytes/record)\n" \
+        "$round" "$side" "$(awk '/^SET:/ {print $2}' <<<"$out")" "$(awk '/^SET_CPU:/ {print $2}' <<<"$out")" \
+        "$(awk '/^GET:/ {print $2}' <<<"$out")" "$(awk '/^GET_CPU:/ {print $2}' <<<"$out")" \
         "$(awk '{print $8}' "$work/ab_fill.out")"
     done
   done
