@@ -329,11 +329,15 @@ storm_once() {
   echo "== login storm ($label): $users distinct users, 1 login server (1 thread), 1 hash server with $shards shard(s)"
   "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$LISTEN_ADDR" --users "$users" --storm --verify \
     --duration "${BENCH_STORM_SECONDS:-900}" --sockets 1 --json >"$work/storm.json" 2>"$work/storm.progress" || true
-  local turns
-  turns=$(curl -s "http://$metrics/metrics" | awk '/^imhash_hash_longest_turn_seconds/ {
-            match($0, /shard="[0-9]+"/); printf "shard %s %.2f ms  ", substr($0, RSTART + 7, RLENGTH - 8), $2 * 1000 }')
+  local turns histogram
+  curl -s "http://$metrics/metrics" >"$work/storm.metrics" || true
+  turns=$(awk '/^imhash_hash_longest_turn_seconds/ {
+            match($0, /shard="[0-9]+"/); printf "shard %s %.2f ms  ", substr($0, RSTART + 7, RLENGTH - 8), $2 * 1000 }' "$work/storm.metrics")
+  # Turns by duration, all shards together (the histogram's buckets are cumulative).
+  histogram=$(awk '/^imhash_hash_turn_seconds_bucket/ { match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] += $2; if (!(le in seen)) { order[++k] = le; seen[le] = 1 } }
+            END { prev = 0; for (i = 1; i <= k; ++i) { le = order[i]; if (n[le] - prev > 0) printf "<= %s s: %d  ", le, n[le] - prev; prev = n[le] } }' "$work/storm.metrics")
   stop_all
-  python3 - "$work/storm.json" "${turns:-n/a (this build has no such metric)}" <<'PY'
+  python3 - "$work/storm.json" "${turns:-n/a (this build has no such metric)}" "${histogram:-n/a}" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 login, lookup = d["ops"]["LOGIN"], d["ops"]["LOOKUP"]
@@ -348,12 +352,17 @@ print(f"LOOKUP: sent {lookup['requests']}  users found {v['verified_ok']}  lost 
       f"  not judged {v['unjudged']}  statuses other than OK: {others(lookup['status'])}")
 print(f"elapsed {d['elapsed_s']:.1f} s ({d['requests_per_s']:.0f} requests/s)")
 print(f"longest event-loop turn during the storm: {sys.argv[2]}")
+print(f"turns by duration: {sys.argv[3]}")
 PY
 }
 
 bench_storm() {
   build_release --bench
   host_note
+  # A turn that the host takes the core away from lasts as long as that: the storm's processes
+  # share the cores, so the longest turn is at least the host's and the scheduler's longest gap.
+  echo "== hiccups: every core spinning for 2 s (tools/hiccup_meter)"
+  "$IMHASH_BUILD/tools/hiccup_meter" --duration 2 | sed 's/^/   /'
   local users="${BENCH_STORM_USERS:-12000000}" shards
   for shards in ${BENCH_STORM_SHARDS:-1 2}; do
     storm_once "$IMHASH_BUILD/hash_server/hash_server" "$shards" "$users" "this build"
