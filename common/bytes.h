@@ -2,6 +2,8 @@
 // Callers check bounds before calling: these functions do not.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +46,29 @@ class Appender {
     return out_.data() + out_.size() - n;
   }
   std::vector<uint8_t>& out_;
+};
+
+// Writes at a cursor into a buffer the caller has sized (no bounds checks, like put_*). Pass it by
+// value and return it: a store through uint8_t* may alias a Writer the compiler cannot keep in a
+// register (one behind a reference), which makes it reload and store the cursor at every byte.
+class Writer {
+ public:
+  explicit Writer(uint8_t* p) : p_(p) {}
+  uint8_t* pos() const { return p_; }
+  void u8(uint8_t v) { *p_++ = v; }
+  void u16(uint16_t v) { put_u16(advance(2), v); }
+  void u32(uint32_t v) { put_u32(advance(4), v); }
+  void u64(uint64_t v) { put_u64(advance(8), v); }
+  void raw(const uint8_t* p, size_t n) { p_ = std::copy_n(p, n, p_); }
+  void fill(size_t n, uint8_t v) { p_ = std::fill_n(p_, n, v); }
+
+ private:
+  uint8_t* advance(size_t n) {
+    uint8_t* at = p_;
+    p_ += n;
+    return at;
+  }
+  uint8_t* p_;
 };
 
 // Reads with bounds checks; after any overrun ok() stays false and reads return 0.

@@ -2,59 +2,43 @@
 
 #include <algorithm>
 
+#include "common/bytes.h"
+
 namespace imhash::client {
 
 namespace {
 
+using bytes::get_u16;
+using bytes::get_u32;
+using bytes::get_u64;
+using bytes::Writer;
+
 // Largest PAD TLV: 2 header bytes + 255 value bytes.
 constexpr size_t kMaxPadTlv = kTlvHeaderSize + 255;
-
-uint16_t load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t load32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
-}
-uint64_t load64(const uint8_t* p) { return uint64_t{load32(p)} << 32 | load32(p + 4); }
-
-uint8_t* store8(uint8_t* p, uint8_t v) {
-  *p = v;
-  return p + 1;
-}
-uint8_t* store16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-  return p + 2;
-}
-uint8_t* store32(uint8_t* p, uint32_t v) {
-  p = store16(p, static_cast<uint16_t>(v >> 16));
-  return store16(p, static_cast<uint16_t>(v));
-}
-uint8_t* store64(uint8_t* p, uint64_t v) {
-  p = store32(p, static_cast<uint32_t>(v >> 32));
-  return store32(p, static_cast<uint32_t>(v));
-}
 
 Header read_header(const uint8_t* p) {
   Header h;
   h.version = p[2];
   h.op_byte = p[3];
-  h.request_id = load32(p + 4);
-  h.user_id = load64(p + 8);
+  h.request_id = get_u32(p + 4);
+  h.user_id = get_u64(p + 8);
   h.status = p[16];
   h.flags = p[17];
-  h.body_len = load16(p + 18);
+  h.body_len = get_u16(p + 18);
   return h;
 }
 
-uint8_t* write_header(uint8_t* p, const Header& h) {
-  p = store8(p, kMagic[0]);
-  p = store8(p, kMagic[1]);
-  p = store8(p, h.version);
-  p = store8(p, h.op_byte);
-  p = store32(p, h.request_id);
-  p = store64(p, h.user_id);
-  p = store8(p, h.status);
-  p = store8(p, h.flags);
-  return store16(p, h.body_len);
+Writer write_header(Writer w, const Header& h) {
+  w.u8(kMagic[0]);
+  w.u8(kMagic[1]);
+  w.u8(h.version);
+  w.u8(h.op_byte);
+  w.u32(h.request_id);
+  w.u64(h.user_id);
+  w.u8(h.status);
+  w.u8(h.flags);
+  w.u16(h.body_len);
+  return w;
 }
 
 // Parses one known TLV's value into m. Returns kOk, or kBadTlv for a wrong length, family or a
@@ -70,27 +54,27 @@ DecodeError read_tlv(uint8_t type, std::span<const uint8_t> v, Message& m) {
       if (want == 0 || v.size() != want) return DecodeError::kBadTlv;
       Endpoint e;
       e.family = family;
-      e.port = load16(v.data() + 1);
+      e.port = get_u16(v.data() + 1);
       std::copy(v.begin() + 3, v.end(), e.addr.begin());
       m.endpoint = e;
       return DecodeError::kOk;
     }
     case TlvType::kAge:
       if (m.age || v.size() != kAgeLen) return DecodeError::kBadTlv;
-      m.age = load32(v.data());
+      m.age = get_u32(v.data());
       return DecodeError::kOk;
     case TlvType::kToken: {
       if (m.token || v.size() != kTokenLen) return DecodeError::kBadTlv;
       Token t;
-      t.user_id = load64(v.data());
-      t.expiry = load32(v.data() + 8);
+      t.user_id = get_u64(v.data());
+      t.expiry = get_u32(v.data() + 8);
       std::copy(v.begin() + 12, v.end(), t.mac.begin());
       m.token = t;
       return DecodeError::kOk;
     }
     case TlvType::kTableVersion:
       if (m.table_version || v.size() != kTableVersionLen) return DecodeError::kBadTlv;
-      m.table_version = load64(v.data());
+      m.table_version = get_u64(v.data());
       return DecodeError::kOk;
   }
   return DecodeError::kOk;  // unknown type: skipped
@@ -169,48 +153,50 @@ size_t tlv_size(const Message& m, bool& ok) {
   return n;
 }
 
-uint8_t* write_tlvs(uint8_t* p, const Message& m) {
+// A TLV's header: its type and the length of its value.
+Writer write_tlv_header(Writer w, TlvType type, size_t value_len) {
+  w.u8(static_cast<uint8_t>(type));
+  w.u8(static_cast<uint8_t>(value_len));
+  return w;
+}
+
+Writer write_tlvs(Writer w, const Message& m) {
   if (m.endpoint) {
     const Endpoint& e = *m.endpoint;
     const size_t addr_len = e.addr_len();
-    p = store8(p, static_cast<uint8_t>(TlvType::kEndpoint));
-    p = store8(p, static_cast<uint8_t>(1 + 2 + addr_len));
-    p = store8(p, e.family);
-    p = store16(p, e.port);
-    p = std::copy_n(e.addr.begin(), addr_len, p);
+    w = write_tlv_header(w, TlvType::kEndpoint, 1 + 2 + addr_len);
+    w.u8(e.family);
+    w.u16(e.port);
+    w.raw(e.addr.data(), addr_len);
   }
   if (m.age) {
-    p = store8(p, static_cast<uint8_t>(TlvType::kAge));
-    p = store8(p, static_cast<uint8_t>(kAgeLen));
-    p = store32(p, *m.age);
+    w = write_tlv_header(w, TlvType::kAge, kAgeLen);
+    w.u32(*m.age);
   }
   if (m.token) {
-    p = store8(p, static_cast<uint8_t>(TlvType::kToken));
-    p = store8(p, static_cast<uint8_t>(kTokenLen));
-    p = store64(p, m.token->user_id);
-    p = store32(p, m.token->expiry);
-    p = std::copy(m.token->mac.begin(), m.token->mac.end(), p);
+    w = write_tlv_header(w, TlvType::kToken, kTokenLen);
+    w.u64(m.token->user_id);
+    w.u32(m.token->expiry);
+    w.raw(m.token->mac.data(), m.token->mac.size());
   }
   if (m.table_version) {
-    p = store8(p, static_cast<uint8_t>(TlvType::kTableVersion));
-    p = store8(p, static_cast<uint8_t>(kTableVersionLen));
-    p = store64(p, *m.table_version);
+    w = write_tlv_header(w, TlvType::kTableVersion, kTableVersionLen);
+    w.u64(*m.table_version);
   }
-  return p;
+  return w;
 }
 
 // Writes `n` bytes (0 or >= 2) of PAD TLVs with zero values.
-uint8_t* write_padding(uint8_t* p, size_t n) {
+Writer write_padding(Writer w, size_t n) {
   while (n > 0) {
     size_t chunk = n;
     // Never leave a 1-byte remainder, which no TLV can fill.
     if (chunk > kMaxPadTlv) chunk = (n - kMaxPadTlv == 1) ? kMaxPadTlv - 1 : kMaxPadTlv;
-    p = store8(p, static_cast<uint8_t>(TlvType::kPad));
-    p = store8(p, static_cast<uint8_t>(chunk - kTlvHeaderSize));
-    p = std::fill_n(p, chunk - kTlvHeaderSize, uint8_t{0});
+    w = write_tlv_header(w, TlvType::kPad, chunk - kTlvHeaderSize);
+    w.fill(chunk - kTlvHeaderSize, 0);
     n -= chunk;
   }
-  return p;
+  return w;
 }
 
 Header message_header(const Message& m, bool response, size_t body_len) {
@@ -262,9 +248,9 @@ size_t encode_request(const Message& m, std::span<uint8_t> out, size_t pad_to) n
   if (core < target) pad = std::max(target - core, kTlvHeaderSize);
   const size_t total = core + pad;
   if (total > kMaxDatagram || out.size() < total) return 0;
-  uint8_t* p = write_header(out.data(), message_header(m, false, total - kHeaderSize));
-  p = write_tlvs(p, m);
-  write_padding(p, pad);
+  Writer w = write_header(Writer(out.data()), message_header(m, false, total - kHeaderSize));
+  w = write_tlvs(w, m);
+  write_padding(w, pad);
   return total;
 }
 
@@ -272,8 +258,7 @@ size_t encode_response(const Message& m, std::span<uint8_t> out) noexcept {
   bool ok = false;
   const size_t total = kHeaderSize + tlv_size(m, ok);
   if (!ok || out.size() < total) return 0;
-  uint8_t* p = write_header(out.data(), message_header(m, true, total - kHeaderSize));
-  write_tlvs(p, m);
+  write_tlvs(write_header(Writer(out.data()), message_header(m, true, total - kHeaderSize)), m);
   return total;
 }
 
@@ -285,7 +270,7 @@ size_t encode_error_reply(const Header& request, Status status, std::span<uint8_
   h.request_id = request.request_id;
   h.user_id = request.user_id;
   h.status = static_cast<uint8_t>(status);
-  write_header(out.data(), h);
+  write_header(Writer(out.data()), h);
   return kHeaderSize;
 }
 

@@ -1,4 +1,4 @@
-// Codec for the client UDP protocol, version 1 (DESIGN.md §1): datagram bytes <-> Message.
+// Codec for the client UDP protocol, version 1 (docs/design.md §1): datagram bytes <-> Message.
 // Pure functions over caller-owned memory: no I/O, no logging, no exceptions, no heap allocation.
 // Any thread may call any of them concurrently.
 //
@@ -67,7 +67,7 @@ enum class TlvType : uint8_t { kPad = 0, kEndpoint = 1, kAge = 2, kToken = 3, kT
 constexpr bool is_known(Op op) { return op >= Op::kLogin && op <= Op::kPing; }
 constexpr bool is_known(Status s) { return s <= Status::kUnsupportedVersion; }
 
-// DESIGN §6: user_id ‖ expiry ‖ first 16 bytes of the HMAC. The codec only carries it.
+// docs/design.md §6: user_id ‖ expiry ‖ first 16 bytes of the HMAC. The codec only carries it.
 struct Token {
   uint64_t user_id = 0;
   uint32_t expiry = 0;  // Unix seconds
@@ -158,7 +158,7 @@ size_t encode_error_reply(const Header& request, Status status, std::span<uint8_
 // ENDPOINT and AGE for LOOKUP, TABLE_VERSION for PING.
 bool has_required_tlvs(const Message& m);
 
-// Names as in DESIGN §1 ("LOGIN", "NOT_FOUND"); decode errors in snake_case for counters
+// Names as in docs/design.md §1 ("LOGIN", "NOT_FOUND"); decode errors in snake_case for counters
 // ("too_short"). Unknown values give "UNKNOWN" / "unknown".
 const char* to_string(Status s);
 const char* to_string(Op op);

@@ -28,8 +28,6 @@ namespace imhash {
 namespace {
 
 constexpr size_t kReadBufferSize = 64 * 1024;
-// After a large table the read buffer goes back to its normal size once it is empty.
-constexpr size_t kShrinkAbove = 1 << 20;
 // A session that stayed up this long after its welcome was healthy: the back-off starts over.
 constexpr milliseconds kStableSession{1000};
 constexpr milliseconds kMinHeartbeat{10};
@@ -126,8 +124,8 @@ struct ConfigLink::State {
   Clock::time_point last_heartbeat{};
   std::vector<uint8_t> out;
 
-  std::vector<uint8_t> in = std::vector<uint8_t>(kReadBufferSize);
-  size_t begin = 0, end = 0;  // unparsed bytes of `in`
+  // Grows for one large message (a table push) up to the protocol's limit, then shrinks back.
+  StreamBuffer in{kReadBufferSize, control::kLengthPrefixSize + control::kMaxMessageSize};
 };
 
 template <typename F>
@@ -238,7 +236,7 @@ asio::awaitable<std::string> ConfigLink::State::session() {
   // A new session: the registration carries the latest version, so an older ack is moot; purge
   // progress kept while disconnected goes out after it.
   session_start = Clock::now();
-  begin = end = 0;
+  in.consume(in.data().size());  // nothing of the last session is read in this one
   register_due = true;
   ack_due.reset();
   heartbeat_due = false;
@@ -297,51 +295,32 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
 asio::awaitable<void> ConfigLink::State::read_loop(std::string& reason) {
   for (;;) {
     // Everything already buffered first: a welcome and a table may arrive in one segment.
-    while (begin < end) {
-      control::Message m;
-      size_t used = 0;
-      std::string error;
-      const auto st = control::next_message({in.data() + begin, end - begin}, m, used, error);
-      if (st == control::DecodeStatus::kNeedMore) break;
-      if (st != control::DecodeStatus::kOk) {
-        if (reason.empty()) {
-          reason = "malformed message: " + error;
-          failure_level = spdlog::level::err;
-        }
-        close_socket();
-        co_return;
-      }
-      begin += used;
-      std::string why;
+    std::string error, why;
+    bool refused = false;
+    const auto st = control::drain_messages(in, error, [&](control::Message& m) {
       if (!handle(m, why)) {
-        if (reason.empty()) reason = why;
-        close_socket();
-        co_return;
+        refused = true;
+        return false;
       }
-      if (stopped || !socket.is_open()) co_return;  // a callback stopped the link
+      return !stopped && socket.is_open();  // a callback may stop the link
+    });
+    if (refused) {
+      if (reason.empty()) reason = why;
+      close_socket();
+      co_return;
     }
-    if (begin == end) {
-      begin = end = 0;
-      if (in.size() > kShrinkAbove) {
-        in.resize(kReadBufferSize);
-        in.shrink_to_fit();
+    if (st != control::DecodeStatus::kNeedMore && st != control::DecodeStatus::kOk) {
+      if (reason.empty()) {
+        reason = "malformed message: " + error;
+        failure_level = spdlog::level::err;
       }
-    } else if (begin > 0) {
-      std::memmove(in.data(), in.data() + begin, end - begin);
-      end -= begin;
-      begin = 0;
+      close_socket();
+      co_return;
     }
-    // Room for the whole frame once its length is known (at most kMaxMessageSize: larger ones
-    // were refused above).
-    if (end >= control::kLengthPrefixSize) {
-      const size_t need = control::kLengthPrefixSize + (size_t{in[0]} << 24 | size_t{in[1]} << 16 |
-                                                        size_t{in[2]} << 8 | size_t{in[3]});
-      if (need > in.size()) in.resize(need);
-    }
-    if (end == in.size()) in.resize(in.size() * 2);  // cannot happen; keeps the read non-empty
-
+    if (stopped || !socket.is_open()) co_return;
+    const auto space = in.space();
     auto [ec, n] =
-        co_await socket.async_read_some(asio::buffer(in.data() + end, in.size() - end), kTuple);
+        co_await socket.async_read_some(asio::buffer(space.data(), space.size()), kTuple);
     if (ec) {
       if (reason.empty()) {
         reason = ec == asio::error::eof ? "closed by the config server" : ec.message();
@@ -349,7 +328,7 @@ asio::awaitable<void> ConfigLink::State::read_loop(std::string& reason) {
       close_socket();
       co_return;
     }
-    end += n;
+    in.commit(n);
   }
 }
 
@@ -442,21 +421,28 @@ asio::awaitable<void> ConfigLink::State::write_loop(std::string& reason) {
 ConfigLink::ConfigLink(asio::io_context& ctx, std::string config_address, control::Register self,
                        Callbacks cb, ConfigLinkSettings settings)
     : state_(std::make_shared<State>(ctx, std::move(config_address), std::move(self), std::move(cb),
-                                     settings)) {}
+                                     settings)) {
+  thread_.bind();
+}
 
 // The callbacks stay: the destructor may run inside one of them.
 ConfigLink::~ConfigLink() { state_->stop(); }
 
 void ConfigLink::start() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   if (s.started || s.stopped) return;
   s.started = true;
   asio::co_spawn(s.ctx, s.run(state_), asio::detached);
 }
 
-void ConfigLink::stop() { state_->stop(); }
+void ConfigLink::stop() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  state_->stop();
+}
 
 void ConfigLink::ack(uint64_t version) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   s.self.version = version;
   s.ack_due = version;
@@ -464,19 +450,24 @@ void ConfigLink::ack(uint64_t version) {
 }
 
 void ConfigLink::send_purge_report(control::PurgeReport r) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   for (const control::PurgeShard& shard : r.shards) s.purge_due[shard.shard] = shard;
   s.wake_writer();
 }
 
 void ConfigLink::heartbeat_now() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   if (!s.welcomed || Clock::now() - s.last_heartbeat < kHeartbeatNowGap) return;
   s.heartbeat_due = true;
   s.wake_writer();
 }
 
-bool ConfigLink::connected() const { return state_->welcomed; }
+bool ConfigLink::connected() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  return state_->welcomed;
+}
 uint64_t ConfigLink::version() const { return state_->self.version; }
 uint64_t ConfigLink::config_version() const { return state_->config_version; }
 

@@ -1,4 +1,4 @@
-// ConfigLink: a hash or login server's persistent connection to the config server (DESIGN §4, §5;
+// ConfigLink: a hash or login server's persistent connection to the config server (docs/design.md §4, §5;
 // the messages are in common/control_protocol.h). It registers, sends a heartbeat with the node's
 // stats every interval the config server asks for, delivers table pushes and purge commands in the
 // order they arrive, sends acks and purge reports, and when the connection fails or closes it
@@ -13,7 +13,7 @@
 // the config server should not send is logged and the link reconnects.
 //
 // Not thread-safe: construct it, call every method and destroy it on the thread that runs `ctx`
-// (or before that thread starts running it). Callbacks run on that thread, never after stop().
+// (or before that thread starts running it); checked in debug builds. Callbacks run on that thread, never after stop().
 // Destroying the link stops it; what is still pending in `ctx` finishes there without touching the
 // ConfigLink object. Destroy it before `ctx`.
 #pragma once
@@ -27,6 +27,7 @@
 #include <string>
 
 #include "common/control_protocol.h"
+#include "common/thread_check.h"
 
 namespace imhash {
 
@@ -85,6 +86,7 @@ class ConfigLink {
  private:
   struct State;
   std::shared_ptr<State> state_;
+  ThreadCheck thread_;  // the thread that constructed it
 };
 
 }  // namespace imhash

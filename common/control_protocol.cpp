@@ -8,6 +8,10 @@
 #include <utility>
 
 #include "common/bytes.h"
+#include "common/enum_names.h"
+#include "common/json_fields.h"
+#include "common/printable.h"
+#include "common/table_json.h"
 
 namespace imhash::control {
 namespace {
@@ -68,14 +72,7 @@ struct Encoder {
   void operator()(const PurgeReport& m) {
     json::array shards;
     shards.reserve(m.shards.size());
-    for (const PurgeShard& s : m.shards) {
-      shards.push_back(json::object{{"shard", s.shard},
-                                    {"state", purge_state_name(s.state)},
-                                    {"kind", purge_action_name(s.kind)},
-                                    {"scanned", s.scanned},
-                                    {"total", s.total},
-                                    {"deleted", s.deleted}});
-    }
+    for (const PurgeShard& s : m.shards) shards.push_back(purge_shard_json(s));
     json::object o;
     o["type"] = "purge_report";
     o["shards"] = std::move(shards);
@@ -110,256 +107,97 @@ struct Encoder {
 
 // ---- decoding -----------------------------------------------------------------------------------
 
-const char* kind_name(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-    case json::kind::double_:
-      return "number";
-    case json::kind::string:
-      return "string";
-    case json::kind::array:
-      return "array";
-    case json::kind::object:
-      return "object";
-  }
-  return "value";
-}
-
-// A value from the peer, quoted and cut short for an error message.
-std::string shown(const json::value& v) {
-  std::string text = json::serialize(v);
-  if (text.size() > 64) text = text.substr(0, 61) + "...";
-  return text;
-}
-
-// Reads the members of one object; the first problem goes to `error`, naming the member as
-// "TYPE: \"PREFIX.KEY\"".
-class Fields {
- public:
-  Fields(const json::object& object, std::string_view type, std::string prefix, std::string& error)
-      : object_(object), type_(type), prefix_(std::move(prefix)), error_(error) {}
-
-  std::string name(std::string_view key) const {
-    return std::string(type_) + ": \"" + prefix_ + std::string(key) + "\"";
-  }
-
-  const json::value* need(std::string_view key) {
-    const json::value* v = object_.if_contains(key);
-    if (!v) error_ = name(key) + " is missing";
-    return v;
-  }
-
-  bool u64(std::string_view key, uint64_t& out) {
-    const json::value* v = need(key);
-    if (!v) return false;
-    if (v->is_uint64()) {
-      out = v->get_uint64();
-      return true;
-    }
-    if (v->is_int64() && v->get_int64() >= 0) {
-      out = static_cast<uint64_t>(v->get_int64());
-      return true;
-    }
-    if (v->is_number()) {
-      error_ =
-          name(key) + " must be an integer from 0 to 18446744073709551615 (got " + shown(*v) + ")";
-    } else {
-      error_ = name(key) + " must be an integer, not a " + kind_name(*v);
-    }
-    return false;
-  }
-
-  bool u32(std::string_view key, uint32_t& out) {
-    uint64_t wide = 0;
-    if (!u64(key, wide)) return false;
-    if (wide > std::numeric_limits<uint32_t>::max()) {
-      error_ = name(key) + " must be at most 4294967295 (got " + std::to_string(wide) + ")";
-      return false;
-    }
-    out = static_cast<uint32_t>(wide);
-    return true;
-  }
-
-  const json::string* string(std::string_view key) {
-    const json::value* v = need(key);
-    if (!v) return nullptr;
-    if (!v->is_string()) error_ = name(key) + " must be a string, not a " + kind_name(*v);
-    return v->if_string();
-  }
-
-  bool string(std::string_view key, std::string& out) {
-    const json::string* s = string(key);
-    if (s) out.assign(s->data(), s->size());
-    return s != nullptr;
-  }
-
-  // A string member naming one value of an enum, read with `parse`.
-  template <typename E, typename Parse>
-  bool choice(std::string_view key, Parse parse, const char* choices, E& out) {
-    const json::string* s = string(key);
-    if (!s) return false;
-    const std::optional<E> e = parse(std::string_view(s->data(), s->size()));
-    if (!e) {
-      error_ = name(key) + " must be " + choices + " (got " + shown(json::value(*s)) + ")";
-      return false;
-    }
-    out = *e;
-    return true;
-  }
-
-  std::string& error() { return error_; }
-
- private:
-  const json::object& object_;
-  std::string_view type_;
-  std::string prefix_;
-  std::string& error_;
-};
-
-bool read_table(const json::value& v, Fields& f, std::string_view key, Table& out) {
-  if (!v.is_object()) {
-    f.error() = f.name(key) + " must be an object, not a " + kind_name(v);
-    return false;
-  }
-  TableResult r = parse_table_json(json::serialize(v));
-  if (!r.ok()) {
-    f.error() = f.name(key) + " is not a valid table: " + r.error;
-    return false;
-  }
-  out = std::move(*r.table);
-  return true;
-}
-
-bool decode_register(Fields& f, Register& m) {
-  return f.choice("role", parse_role, R"("hash" or "login")", m.role) && f.string("name", m.name) &&
-         f.string("address", m.address) && f.u32("shards", m.shards) &&
-         f.u64("version", m.version) && f.u64("pid", m.pid);
-}
-
-bool decode_heartbeat(Fields& f, Heartbeat& m) {
-  if (!f.u64("version", m.version)) return false;
-  const json::value* v = f.need("stats");
-  if (!v) return false;
-  if (!v->is_object()) {
-    f.error() = f.name("stats") + " must be an object, not a " + kind_name(*v);
-    return false;
-  }
-  for (const auto& [key, value] : v->get_object()) {
-    const std::string field = "stats." + std::string(key.data(), key.size());
-    if (!value.is_number()) {
-      f.error() = f.name(field) + " must be a number, not a " + kind_name(value);
-      return false;
-    }
-    if (value.is_double() && !std::isfinite(value.get_double())) {
-      f.error() = f.name(field) + " is out of range";
-      return false;
-    }
-  }
-  m.stats = v->get_object();
-  return true;
-}
-
-bool decode_purge_report(Fields& f, PurgeReport& m) {
-  const json::value* v = f.need("shards");
-  if (!v) return false;
-  if (!v->is_array()) {
-    f.error() = f.name("shards") + " must be an array, not a " + kind_name(*v);
-    return false;
-  }
-  const json::array& shards = v->get_array();
-  m.shards.reserve(shards.size());
-  for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string where = "shards[" + std::to_string(i) + "]";
-    if (!shards[i].is_object()) {
-      f.error() = f.name(where) + " must be an object, not a " + kind_name(shards[i]);
-      return false;
-    }
-    Fields s(shards[i].get_object(), "purge_report", where + ".", f.error());
-    PurgeShard p;
-    if (!s.u32("shard", p.shard) ||
-        !s.choice("state", parse_purge_state, R"("idle", "running", "done" or "cancelled")",
-                  p.state) ||
-        !s.choice("kind", parse_purge_action,
-                  R"("status", "not_owned", "older_than", "all" or "cancel")", p.kind) ||
-        !s.u64("scanned", p.scanned) || !s.u64("total", p.total) || !s.u64("deleted", p.deleted)) {
-      return false;
-    }
-    m.shards.push_back(p);
+// A table pushed in a message, read in place and validated; an invalid one is the error
+// `"table" is not a valid table: ...`.
+bool read_pushed_table(JsonValue value, Table& out) {
+  JsonObject o = value.object(UnknownKeys::kReject);  // as strict as a table file
+  if (!read_table(o, out)) return false;
+  if (std::string error = validate(out); !error.empty()) {
+    return value.fail("is not a valid table: " + error);
   }
   return true;
 }
 
-bool decode_table_push(Fields& f, const json::object& o, TablePush& m) {
-  const json::value* t = f.need("table");
-  if (!t || !read_table(*t, f, "table", m.table)) return false;
-  if (const json::value* p = o.if_contains("previous"); p && !p->is_null()) {
-    Table previous;
-    if (!read_table(*p, f, "previous", previous)) return false;
-    m.previous = std::move(previous);
-  }
-  return f.u64("grace_ms", m.grace_ms);
+bool decode_register(JsonObject& o, Register& m) {
+  o.need("role").choice(m.role, kRoles, to_string);
+  o.need("name").string(m.name);
+  o.need("address").string(m.address);
+  o.need("shards").integer(m.shards);
+  o.need("version").integer(m.version);
+  return o.need("pid").integer(m.pid);
 }
 
-bool decode_purge(Fields& f, PurgeCommand& m) {
-  return f.choice("action", parse_purge_action,
-                  R"("status", "not_owned", "older_than", "all" or "cancel")", m.action) &&
-         f.u32("age_s", m.age_seconds);
+bool decode_heartbeat(JsonObject& o, Heartbeat& m) {
+  o.need("version").integer(m.version);
+  JsonObject stats = o.need("stats").object(UnknownKeys::kIgnore);
+  for (const auto& entry : stats.members()) {
+    if (!stats.get(entry.key()).number()) return false;
+  }
+  if (!o.ok()) return false;
+  m.stats = stats.members();
+  return true;
+}
+
+bool decode_purge_report(JsonObject& o, PurgeReport& m) {
+  JsonArray shards = o.need("shards").array(std::numeric_limits<size_t>::max());
+  m.shards.resize(shards.size());
+  for (size_t i = 0; i < shards.size() && o.ok(); ++i) {
+    JsonObject s = shards[i].object(UnknownKeys::kIgnore);
+    PurgeShard& p = m.shards[i];
+    s.need("shard").integer(p.shard);
+    s.need("state").choice(p.state, kPurgeStates, purge_state_name);
+    s.need("kind").choice(p.kind, kPurgeActions, purge_action_name);
+    s.need("scanned").integer(p.scanned);
+    s.need("total").integer(p.total);
+    s.need("deleted").integer(p.deleted);
+  }
+  return o.ok();
+}
+
+bool decode_table_push(JsonObject& o, TablePush& m) {
+  read_pushed_table(o.need("table"), m.table);
+  if (JsonValue p = o.get("previous"); p.present() && !p.get()->is_null()) {
+    m.previous.emplace();
+    read_pushed_table(p, *m.previous);
+  }
+  return o.need("grace_ms").integer(m.grace_ms);
 }
 
 // Fills `out` from one parsed document; false with `error` set if it is not a valid message.
+// Members a decoder does not know are ignored (UnknownKeys::kIgnore), so that nodes and config
+// servers of different versions interoperate.
 bool decode_object(const json::value& doc, Message& out, std::string& error) {
-  const json::object* o = doc.if_object();
-  if (!o) {
-    error = std::string("a message must be a JSON object, not a ") + kind_name(doc);
-    return false;
-  }
-  const json::value* t = o->if_contains("type");
-  if (!t || !t->is_string()) {
-    error = t ? std::string("\"type\" must be a string, not a ") + kind_name(*t)
-              : std::string("\"type\" is missing");
-    return false;
-  }
-  const std::string_view type(t->get_string().data(), t->get_string().size());
-  Fields f(*o, type, "", error);
+  JsonObject o = JsonObject::root(doc, "a message", UnknownKeys::kIgnore, error);
+  std::string type;
+  if (!o.need("type").string(type)) return false;
+  Message m;
   if (type == "register") {
-    Register m;
-    if (!decode_register(f, m)) return false;
-    out = std::move(m);
+    decode_register(o, m.emplace<Register>());
   } else if (type == "heartbeat") {
-    Heartbeat m;
-    if (!decode_heartbeat(f, m)) return false;
-    out = std::move(m);
+    decode_heartbeat(o, m.emplace<Heartbeat>());
   } else if (type == "ack") {
-    Ack m;
-    if (!f.u64("version", m.version)) return false;
-    out = m;
+    o.need("version").integer(m.emplace<Ack>().version);
   } else if (type == "purge_report") {
-    PurgeReport m;
-    if (!decode_purge_report(f, m)) return false;
-    out = std::move(m);
+    decode_purge_report(o, m.emplace<PurgeReport>());
   } else if (type == "welcome") {
-    Welcome m;
-    if (!f.u32("heartbeat_ms", m.heartbeat_ms) || !f.u64("config_version", m.config_version)) {
-      return false;
-    }
-    out = m;
+    Welcome& w = m.emplace<Welcome>();
+    o.need("heartbeat_ms").integer(w.heartbeat_ms);
+    o.need("config_version").integer(w.config_version);
   } else if (type == "table") {
-    TablePush m;
-    if (!decode_table_push(f, *o, m)) return false;
-    out = std::move(m);
+    decode_table_push(o, m.emplace<TablePush>());
   } else if (type == "purge") {
-    PurgeCommand m;
-    if (!decode_purge(f, m)) return false;
-    out = m;
+    PurgeCommand& p = m.emplace<PurgeCommand>();
+    o.need("action").choice(p.action, kPurgeActions, purge_action_name);
+    o.need("age_s").integer(p.age_seconds);
   } else {
-    error = "unknown message type " + shown(*t);
+    error = "unknown message type " + quoted(type);
     return false;
   }
+  if (!o.ok()) {
+    error = type + ": " + error;
+    return false;
+  }
+  out = std::move(m);
   return true;
 }
 
@@ -396,6 +234,15 @@ DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& con
   return DecodeStatus::kOk;
 }
 
+json::object purge_shard_json(const PurgeShard& s) {
+  return json::object{{"shard", s.shard},
+                      {"state", purge_state_name(s.state)},
+                      {"kind", purge_action_name(s.kind)},
+                      {"scanned", s.scanned},
+                      {"total", s.total},
+                      {"deleted", s.deleted}};
+}
+
 const char* to_string(DecodeStatus s) {
   switch (s) {
     case DecodeStatus::kOk:
@@ -423,9 +270,7 @@ const char* to_string(Role r) {
 }
 
 std::optional<Role> parse_role(std::string_view text) {
-  if (text == "hash") return Role::kHash;
-  if (text == "login") return Role::kLogin;
-  return std::nullopt;
+  return parse_name(text, kRoles, to_string);
 }
 
 const char* purge_action_name(PurgeAction a) {
@@ -445,11 +290,7 @@ const char* purge_action_name(PurgeAction a) {
 }
 
 std::optional<PurgeAction> parse_purge_action(std::string_view text) {
-  for (PurgeAction a : {PurgeAction::kStatus, PurgeAction::kNotOwned, PurgeAction::kOlderThan,
-                        PurgeAction::kAll, PurgeAction::kCancel}) {
-    if (text == purge_action_name(a)) return a;
-  }
-  return std::nullopt;
+  return parse_name(text, kPurgeActions, purge_action_name);
 }
 
 const char* purge_state_name(PurgeState s) {
@@ -467,11 +308,7 @@ const char* purge_state_name(PurgeState s) {
 }
 
 std::optional<PurgeState> parse_purge_state(std::string_view text) {
-  for (PurgeState s :
-       {PurgeState::kIdle, PurgeState::kRunning, PurgeState::kDone, PurgeState::kCancelled}) {
-    if (text == purge_state_name(s)) return s;
-  }
-  return std::nullopt;
+  return parse_name(text, kPurgeStates, purge_state_name);
 }
 
 const char* type_name(const Message& m) {

@@ -1,4 +1,4 @@
-// The config-server link protocol (DESIGN §4, §5): how hash and login servers talk to the config
+// The config-server link protocol (docs/design.md §4, §5): how hash and login servers talk to the config
 // server. Pure codec: bytes in, structs or an error out; no I/O, no logging. Any thread may call
 // these functions; the types are plain values.
 //
@@ -17,14 +17,16 @@
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
 //     {"type":"purge","action":S,"age_s":N}
 //
-// TABLE is the table-file JSON of common/routing_table.h, read with parse_table_json's checks.
-// Integers are plain JSON integers (no fraction, no exponent, not negative). Every listed member is
-// required except "previous" (absent means null). Members a decoder does not know are ignored, so
-// nodes and config servers of different versions can add fields; a missing member or one of the
-// wrong type is an error naming it. Stats values are integers (kept exactly) or finite fractions
-// (kept to within the precision of the JSON library).
+// TABLE is the table-file JSON of common/table_json.h, read in place with read_table's checks
+// (unknown keys rejected there too) and validated. Integers are plain JSON integers (no fraction,
+// no exponent, not negative). Every listed member is required except "previous" (absent means
+// null). Members a decoder does not know are ignored, so nodes and config servers of different
+// versions can add fields; a missing member or one of the wrong type is an error naming it by its
+// path, after the message type ("table: \"table.servers[0].name\" is missing"). Stats values are
+// integers (kept exactly) or finite fractions (kept to within the precision of the JSON library).
 #pragma once
 
+#include <array>
 #include <boost/json/object.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -35,8 +37,10 @@
 #include <variant>
 #include <vector>
 
+#include "common/bytes.h"
 #include "common/frame_protocol.h"
-#include "common/routing_table.h"
+#include "common/stream_buffer.h"
+#include "common/table.h"
 
 namespace imhash::control {
 
@@ -128,6 +132,39 @@ void append_message(const Message& m, std::vector<uint8_t>& out);
 // set for every status but kOk and kNeedMore. Never throws (even out of memory is a kBadMessage).
 DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
                           std::string& error);
+
+// Hands each complete message at the front of `in` to `on_message(Message&)` and consumes it,
+// until `on_message` returns false or no complete message is left; a message whose length prefix
+// has arrived gets room in `in` (up to kMaxMessageSize). Returns kNeedMore when the buffer is
+// exhausted (read more), kOk when `on_message` stopped, and otherwise the error, with `error` set.
+template <typename OnMessage>
+DecodeStatus drain_messages(StreamBuffer& in, std::string& error, OnMessage&& on_message) {
+  for (;;) {
+    Message m;
+    size_t used = 0;
+    const DecodeStatus st = next_message(in.data(), m, used, error);
+    if (st == DecodeStatus::kNeedMore) {
+      if (in.data().size() >= kLengthPrefixSize) {
+        in.expect(kLengthPrefixSize + bytes::get_u32(in.data().data()));
+      }
+      return st;
+    }
+    if (st != DecodeStatus::kOk) return st;
+    in.consume(used);
+    if (!on_message(m)) return DecodeStatus::kOk;
+  }
+}
+
+inline constexpr std::array kRoles{Role::kHash, Role::kLogin};
+inline constexpr std::array kPurgeActions{
+    frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
+    frame::PurgeAction::kAll, frame::PurgeAction::kCancel};
+inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeState::kRunning,
+                                         frame::PurgeState::kDone, frame::PurgeState::kCancelled};
+
+// One shard's progress as a purge_report carries it: {"shard", "state", "kind", "scanned",
+// "total", "deleted"}.
+boost::json::object purge_shard_json(const PurgeShard& s);
 
 const char* to_string(DecodeStatus s);
 const char* to_string(Role r);

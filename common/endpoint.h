@@ -1,12 +1,27 @@
-// Endpoint: an IPv4 or IPv6 address and a port, as the protocols carry it.
-// A plain value type; any thread may use it.
+// Endpoint: an IPv4 or IPv6 address and a port, as the protocols carry it, and the one way every
+// program writes an address as text (format_host_port) and checks the HOST:PORT text a routing
+// table holds (check_host_port). A plain value type and pure functions; any thread may use them.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace imhash {
+
+// "HOST:PORT", with an IPv6 literal (a host containing ':') in brackets: "[::1]:7001".
+std::string format_host_port(std::string_view host, uint16_t port);
+
+// A decimal port 0..65535 and nothing else (no sign, no space); nullopt otherwise.
+std::optional<uint16_t> parse_port(std::string_view text);
+
+// "" if `address` is HOST:PORT as a routing table holds it: at most 255 characters of printable
+// ASCII without space, at least one before the last ':', then a port 1..65535. Otherwise what is
+// wrong, worded to follow the address in a sentence ("is not HOST:PORT"). An empty address is
+// "is empty"; callers that allow it check for it first.
+std::string check_host_port(std::string_view address);
 
 struct Endpoint {
   uint8_t family = 0;  // 4 or 6; 0 means "none"
@@ -43,5 +58,6 @@ struct Endpoint {
 
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
+
 
 }  // namespace imhash

@@ -1,4 +1,4 @@
-// The login server <-> hash server frame protocol (DESIGN §2, specified in docs/protocol.md).
+// The login server <-> hash server frame protocol (docs/design.md §2, specified in docs/protocol.md).
 // Pure codec: bytes in, structs or an error out; no I/O, no logging, no allocation on decode.
 // Any thread may call these functions.
 //
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/endpoint.h"
+#include "common/stream_buffer.h"
 
 namespace imhash::frame {
 
@@ -163,6 +164,24 @@ DecodeStatus decode_request(const Header& header, std::span<const uint8_t> body,
 // decode_request still validates the frame.
 std::optional<uint64_t> peek_request_id(const Header& header, std::span<const uint8_t> body);
 DecodeStatus decode_response(const Header& header, std::span<const uint8_t> body, Response& out);
+
+// Hands each complete frame at the front of `in` to `on_frame(header, body)` (body points into
+// `in`, valid during the call) and consumes it, until `on_frame` returns false or no complete frame
+// is left. Returns kNeedMore when the buffer is exhausted (read more), kOk when `on_frame` stopped,
+// and any other status when the stream is unusable (the offending frame is not consumed).
+template <typename OnFrame>
+DecodeStatus drain_frames(StreamBuffer& in, OnFrame&& on_frame) {
+  for (;;) {
+    Header header;
+    std::span<const uint8_t> body;
+    size_t used = 0;
+    const DecodeStatus st = next_frame(in.data(), header, body, used);
+    if (st != DecodeStatus::kOk) return st;
+    const bool more = on_frame(header, body);
+    in.consume(used);
+    if (!more) return DecodeStatus::kOk;
+  }
+}
 
 // Append one encoded frame to `out` (amortised: no allocation once `out` has grown).
 void append_request(const Request& r, std::vector<uint8_t>& out);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/parse.hpp>
+
+#include "common/printable.h"
 
 namespace json = boost::json;
 
@@ -83,6 +86,30 @@ std::string json_position(std::string_view text, size_t offset) {
     }
   }
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+std::optional<json::value> parse_strict_json(std::string_view text, std::string& error) {
+  json::parse_options options;  // strict JSON, depth 32
+  const JsonCheck c = check_json(text, options);
+  if (!c.ok(text)) {
+    const std::string at = json_position(text, c.used);
+    if (!c.duplicate.empty()) {
+      error = "duplicate key " + quoted(c.duplicate) + " at " + at +
+              " (each key may appear once in an object)";
+    } else if (c.error) {
+      error = "invalid JSON at " + at + ": " + c.error.message();
+    } else {
+      error = "invalid JSON at " + at + ": text after the end of the document";
+    }
+    return std::nullopt;
+  }
+  json::error_code ec;
+  json::value v = json::parse(json::string_view(text.data(), text.size()), ec, {}, options);
+  if (ec) {
+    error = "invalid JSON: " + ec.message();
+    return std::nullopt;
+  }
+  return v;
 }
 
 }  // namespace imhash

@@ -6,7 +6,9 @@
 
 #include <boost/json/error.hpp>
 #include <boost/json/parse_options.hpp>
+#include <boost/json/value.hpp>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,5 +28,11 @@ JsonCheck check_json(std::string_view text, const boost::json::parse_options& op
 
 // "line L, column C" of `offset` in `text`, for error sentences.
 std::string json_position(std::string_view text, size_t offset);
+
+// One strict JSON document (depth at most 32, nothing after it, no duplicate key) parsed, or
+// nullopt with `error` set to one sentence: `invalid JSON at line 1, column 9: ...` or
+// `duplicate key "a" at line 1, column 12 (each key may appear once in an object)`. Does not
+// throw, except std::bad_alloc.
+std::optional<boost::json::value> parse_strict_json(std::string_view text, std::string& error);
 
 }  // namespace imhash

@@ -1,4 +1,4 @@
-// Loading the authentication key (DESIGN §6) from a file that holds it as hex (see
+// Loading the authentication key (docs/design.md §6) from a file that holds it as hex (see
 // parse_hex_key in common/token.h). Start-up only: throws ConfigError (exit kExitConfig) with a
 // message naming the file and what is wrong. Any thread.
 #pragma once

@@ -1,5 +1,7 @@
 #include "common/metrics.h"
 
+#include "common/endpoint.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +10,8 @@
 #include <boost/beast/http.hpp>
 #include <cmath>
 #include <cstdio>
+
+#include "common/process_metrics.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -123,9 +127,7 @@ MetricsServer::~MetricsServer() { stop(); }
 
 std::string MetricsServer::local_address() const {
   const auto ep = state_->acceptor.local_endpoint();
-  const std::string host =
-      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  return host + ":" + std::to_string(ep.port());
+  return format_host_port(ep.address().to_string(), ep.port());
 }
 
 void MetricsServer::start() {
@@ -176,7 +178,9 @@ asio::awaitable<void> serve(std::shared_ptr<MetricsServer::State> st, tcp::socke
   if (req.method() == http::verb::get && target.substr(0, target.find('?')) == "/metrics") {
     res.result(http::status::ok);
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = st->render();
+    MetricsText process;
+    append_process_metrics(process);
+    res.body() = st->render() + process.str();
   } else {
     res.result(http::status::not_found);
     res.set(http::field::content_type, "text/plain");

@@ -1,5 +1,6 @@
 // Prometheus metrics: a text-format writer (exposition format 0.0.4) and a small HTTP server that
-// answers GET /metrics with what a render callback returns (`--metrics HOST:PORT` on every daemon).
+// answers GET /metrics with what a render callback returns, followed by the process's own memory
+// figures (common/process_metrics.h), for `--metrics HOST:PORT` on every daemon.
 //
 // MetricsText: a plain value; any thread. MetricsServer: construct, start() and stop() on the
 // thread that runs `ctx` (the daemon's control thread); `render` runs there too, so it must only

@@ -1,5 +1,6 @@
-// The options helper every imhash program uses (DESIGN §7): one shape for all command lines.
-// --help prints the options with their defaults; --log-level sets spdlog's level; --config-file
+// The options helper every imhash program uses (docs/design.md §7): one shape for all command lines.
+// --help prints the options with their defaults; --log-level sets spdlog's level, --log-format
+// the shape of the log lines (common/log_format.h); --config-file
 // FILE reads the same keys as the flags ("key = value" lines, flags win over the file); port 0
 // means "pick a free port". Used from main() only, before any thread starts.
 #pragma once
@@ -60,6 +61,12 @@ int run_main(const char* program, int (*body)(int, char**), int argc, char** arg
 
 // Prints "listening on ADDRESS" on stdout and flushes: tests and scripts wait for this line.
 void announce_listening(const std::string& address);
+
+// Sets the log level again from the --config-file that Options::parse read (a "log-level" line;
+// none: info), unless --log-level was on the command line (flags win). A file that cannot be read
+// or names no level is logged and the level kept. Main thread (the daemons call it on SIGHUP,
+// through Lifecycle).
+void reload_log_level();
 
 struct HostPort {
   std::string host;

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/routing_table.h"
+#include "common/table.h"
 
 namespace imhash {
 

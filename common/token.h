@@ -1,4 +1,4 @@
-// Authentication tokens (DESIGN §6): TOKEN = user_id (8) ‖ expiry (4, Unix seconds) ‖ the first 16
+// Authentication tokens (docs/design.md §6): TOKEN = user_id (8) ‖ expiry (4, Unix seconds) ‖ the first 16
 // bytes of HMAC-SHA256(key, user_id ‖ expiry), all big-endian. Issued by the IM system's auth
 // service (and `imctl token` for tests), checked by login servers started with --auth-key-file.
 // Pure: no I/O, no clock (callers pass `now`), no exceptions; the MAC is compared in constant time

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/frame_protocol.h"
-#include "common/routing_table.h"
+#include "common/table.h"
 
 namespace imhash {
 

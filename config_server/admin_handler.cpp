@@ -1,18 +1,20 @@
 #include "config_server/admin_handler.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/json.hpp>
-#include <boost/json/basic_parser_impl.hpp>
-#include <charconv>
-#include <cstdio>
 #include <exception>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "common/control_protocol.h"
+#include "common/endpoint.h"
 #include "common/json_check.h"
-#include "common/routing_table.h"
+#include "common/json_fields.h"
+#include "common/table_text.h"
 
 namespace imhash {
 
@@ -24,8 +26,6 @@ namespace {
 using http::verb;
 
 AdminResult bad_request(const std::string& sentence) { return AdminResult::error(400, sentence); }
-
-std::string quoted(std::string_view text) { return "\"" + printable(text, 64) + "\""; }
 
 // ---- Routes -------------------------------------------------------------------------------------
 
@@ -147,184 +147,6 @@ std::string parse_query(std::string_view query, std::string_view endpoint,
   return {};
 }
 
-// ---- JSON body ----------------------------------------------------------------------------------
-
-const char* a_kind(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-    case json::kind::double_:
-      return "a number";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "a value";
-}
-
-// The body as one JSON object; "" or the error sentence.
-std::string parse_object(std::string_view body, json::object& out) {
-  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    return "the request body is empty; this endpoint takes a JSON object";
-  }
-  json::parse_options options;  // strict JSON, depth 32
-  const JsonCheck c = check_json(body, options);
-  if (!c.duplicate.empty()) {
-    return "duplicate field " + quoted(c.duplicate) + " at " + json_position(body, c.used) +
-           " in the request body";
-  }
-  if (c.error) return "invalid JSON at " + json_position(body, c.used) + ": " + c.error.message();
-  if (c.used != body.size()) {
-    return "invalid JSON at " + json_position(body, c.used) + ": text after the end of the object";
-  }
-  json::error_code ec;
-  json::value v = json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
-  if (ec) return "invalid JSON: " + ec.message();
-  if (!v.is_object()) {
-    return std::string("the request body must be a JSON object, not ") + a_kind(v);
-  }
-  out = std::move(v.get_object());
-  return {};
-}
-
-// ---- Fields -------------------------------------------------------------------------------------
-
-// How an error names a field: "lo" at the top level, "servers[2].name" inside an array.
-std::string label(const std::string& where, std::string_view key) {
-  return "\"" + (where.empty() ? std::string(key) : where + "." + std::string(key)) + "\"";
-}
-
-std::string only_fields(const json::object& object, const std::string& where,
-                        std::initializer_list<std::string_view> known) {
-  for (const auto& entry : object) {
-    const std::string_view key(entry.key().data(), entry.key().size());
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string expected;
-      for (std::string_view k : known) expected += (expected.empty() ? "" : ", ") + std::string(k);
-      return "unknown field " + quoted(key) + (where.empty() ? "" : " in \"" + where + "\"") +
-             " (expected " + expected + ")";
-    }
-  }
-  return {};
-}
-
-const json::value* member(const json::object& object, std::string_view key) {
-  return object.if_contains(json::string_view(key.data(), key.size()));
-}
-
-// Reads an id: a JSON integer 0..2^64-1, or a decimal string (for clients whose JSON numbers are
-// doubles and would round ids above 2^53).
-std::string read_id(const json::object& object, const std::string& where, std::string_view key,
-                    uint64_t& out) {
-  const json::value* v = member(object, key);
-  const std::string name = label(where, key);
-  if (!v) return "missing field " + name;
-  if (v->is_uint64()) {
-    out = v->get_uint64();
-    return {};
-  }
-  if (v->is_int64()) {
-    if (v->get_int64() < 0) {
-      return name + " must not be negative (got " + std::to_string(v->get_int64()) + ")";
-    }
-    out = static_cast<uint64_t>(v->get_int64());
-    return {};
-  }
-  if (v->is_double()) {
-    return name + " must be an integer between 0 and 18446744073709551615 (got " +
-           json::serialize(*v) + ")";
-  }
-  if (v->is_string()) {
-    const std::string_view text(v->get_string().data(), v->get_string().size());
-    if (auto id = parse_decimal_id(text)) {
-      out = *id;
-      return {};
-    }
-    return name + " must be a decimal id between 0 and 18446744073709551615 (got " + quoted(text) +
-           ")";
-  }
-  return name + " must be an id (an integer or a decimal string), not " + a_kind(*v);
-}
-
-// Reads an optional integer in [min, max]; `present` tells whether it was there.
-std::string read_count(const json::object& object, const std::string& where, std::string_view key,
-                       uint64_t min, uint64_t max, uint32_t& out, bool* present = nullptr) {
-  const json::value* v = member(object, key);
-  if (present) *present = v != nullptr;
-  if (!v) return {};
-  const std::string name = label(where, key);
-  const std::string range =
-      " must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
-  if (v->is_int64() || v->is_uint64() || v->is_double()) {
-    const bool fits =
-        (v->is_uint64() && v->get_uint64() >= min && v->get_uint64() <= max) ||
-        (v->is_int64() && v->get_int64() >= 0 && static_cast<uint64_t>(v->get_int64()) >= min &&
-         static_cast<uint64_t>(v->get_int64()) <= max);
-    if (!fits) return name + range + " (got " + json::serialize(*v) + ")";
-    out = static_cast<uint32_t>(v->is_uint64() ? v->get_uint64()
-                                               : static_cast<uint64_t>(v->get_int64()));
-    return {};
-  }
-  return name + range + ", not " + a_kind(*v);
-}
-
-// Reads a string field; `required` makes a missing one an error.
-std::string read_string(const json::object& object, const std::string& where, std::string_view key,
-                        bool required, std::optional<std::string>& out) {
-  const json::value* v = member(object, key);
-  if (!v) return required ? "missing field " + label(where, key) : std::string{};
-  if (!v->is_string()) return label(where, key) + " must be a string, not " + a_kind(*v);
-  out.emplace(v->get_string().data(), v->get_string().size());
-  return {};
-}
-
-std::string check_name(const std::string& field, const std::string& name) {
-  if (is_valid_server_name(name)) return {};
-  return field + " " + quoted(name) + " is not a valid server name (1 to " +
-         std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
-}
-
-// "" if `address` is HOST:PORT with a port in 1..65535 (what a routing table accepts).
-std::string check_address(const std::string& field, std::string_view address) {
-  const std::string what = field + " " + quoted(address);
-  if (address.empty()) return field + " must not be empty (leave it out to use the node's own)";
-  if (address.size() > 255) return field + " is longer than 255 characters";
-  for (char c : address) {
-    if (c <= ' ' || c > '~') return what + " contains a space, a control or a non-ASCII character";
-  }
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return what + " is not HOST:PORT";
-  const std::string_view port = address.substr(colon + 1);
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
-      value > 65535) {
-    return what + " does not end in a port between 1 and 65535";
-  }
-  return {};
-}
-
-// Reads a non-empty array of at most kMaxServers entries.
-std::string read_list(const json::object& object, std::string_view key, const json::array*& out) {
-  const json::value* v = member(object, key);
-  if (!v) return "missing field " + label({}, key);
-  out = v->if_array();
-  if (!out) return label({}, key) + " must be an array, not " + a_kind(*v);
-  if (out->empty()) return label({}, key) + " must not be empty";
-  if (out->size() > kMaxServers) {
-    return label({}, key) + " has " + std::to_string(out->size()) + " entries; at most " +
-           std::to_string(kMaxServers) + " are allowed";
-  }
-  return {};
-}
-
 // ---- Endpoints ----------------------------------------------------------------------------------
 
 AdminResult history(AdminBackend& backend, std::string_view query) {
@@ -357,155 +179,154 @@ AdminResult where(AdminBackend& backend, std::string_view path) {
   return backend.where(*id);
 }
 
-AdminResult set_mode(AdminBackend& backend, const json::object& body) {
-  std::optional<std::string> mode_text, hash_text;
-  std::string e = only_fields(body, {}, {"mode", "modulo_hash"});
-  if (e.empty()) e = read_string(body, {}, "mode", true, mode_text);
-  if (e.empty()) e = read_string(body, {}, "modulo_hash", false, hash_text);
-  if (!e.empty()) return bad_request(e);
-  const auto mode = parse_mode(*mode_text);
-  if (!mode) {
-    return bad_request("unknown mode " + quoted(*mode_text) +
-                       " (expected \"modulo\", \"range\" or \"ring\")");
+// ---- JSON body ----------------------------------------------------------------------------------
+//
+// Bodies are read with the shared strict reader (common/json_fields.h): unknown keys are rejected,
+// so a typo is loud, and every error names the member by its path ("servers[2].name").
+
+// The body as one strict JSON document; "" or the error sentence.
+std::string parse_body(std::string_view body, std::optional<json::value>& out) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return "the request body is empty; this endpoint takes a JSON object";
   }
-  std::optional<ModuloHash> hash;
-  if (hash_text) {
-    hash = parse_modulo_hash(*hash_text);
-    if (!hash) {
-      return bad_request("unknown modulo_hash " + quoted(*hash_text) +
-                         " (expected \"mix\" or \"identity\")");
-    }
-    if (*mode != RoutingMode::kModulo) {
-      return bad_request("\"modulo_hash\" applies to mode \"modulo\" only, not " +
-                         quoted(*mode_text));
-    }
-  }
-  return backend.set_mode(*mode, hash);
+  std::string error;
+  out = parse_strict_json(body, error);
+  return error;
 }
 
-AdminResult add_servers(AdminBackend& backend, const json::object& body) {
-  const json::array* list = nullptr;
-  std::string e = only_fields(body, {}, {"servers"});
-  if (e.empty()) e = read_list(body, "servers", list);
-  if (!e.empty()) return bad_request(e);
-  std::vector<ServerSpec> specs;
-  for (size_t i = 0; i < list->size(); ++i) {
-    const std::string where = "servers[" + std::to_string(i) + "]";
-    const json::object* object = (*list)[i].if_object();
-    if (!object) {
-      return bad_request("\"" + where + "\" must be an object, not " + a_kind((*list)[i]));
-    }
-    ServerSpec spec;
-    std::optional<std::string> name;
-    uint32_t shards = 0;
-    bool has_shards = false;
-    e = only_fields(*object, where, {"name", "address", "shards", "weight"});
-    if (e.empty()) e = read_string(*object, where, "name", true, name);
-    if (e.empty()) e = check_name(label(where, "name"), *name);
-    if (e.empty()) e = read_string(*object, where, "address", false, spec.address);
-    if (e.empty() && spec.address) e = check_address(label(where, "address"), *spec.address);
-    if (e.empty()) e = read_count(*object, where, "shards", 1, kMaxShards, shards, &has_shards);
-    if (e.empty()) e = read_count(*object, where, "weight", 1, kMaxWeight, spec.weight);
-    if (!e.empty()) return bad_request(e);
-    for (const ServerSpec& earlier : specs) {
-      if (earlier.name == *name) {
-        return bad_request(label(where, "name") + ": " + quoted(*name) + " is listed twice");
-      }
-    }
-    spec.name = std::move(*name);
-    if (has_shards) spec.shards = shards;
-    specs.push_back(std::move(spec));
+// A server name: a string that obeys kServerNameRule.
+bool read_name(JsonValue v, std::string& out) {
+  if (!v.string(out)) return false;
+  if (!v.present() || is_valid_server_name(out)) return true;
+  return v.fail("must be a server name, " + std::string(kServerNameRule) + " (got " + quoted(out) +
+                ")");
+}
+
+// An optional HOST:PORT, as a routing table takes it (check_host_port).
+bool read_address(JsonValue v, std::optional<std::string>& out) {
+  std::string text;
+  if (!v.string(text)) return false;
+  if (!v.present()) return true;
+  if (text.empty()) return v.fail("must not be empty (leave it out to use the node's own)");
+  if (std::string problem = check_host_port(text); !problem.empty()) {
+    return v.fail(problem + " (got " + quoted(text) + ")");
   }
+  out = std::move(text);
+  return true;
+}
+
+// "lo" and "hi", with lo <= hi.
+bool read_range(JsonObject& body, uint64_t& lo, uint64_t& hi, std::string& error) {
+  if (!body.need("lo").id(lo) || !body.need("hi").id(hi)) return false;
+  if (lo > hi) error = "range " + format_id_range(lo, hi) + ": lo is greater than hi";
+  return error.empty();
+}
+
+// A list of distinct server names (one request names each server once).
+bool listed_once(JsonValue name_value, const std::string& name,
+                 const std::vector<std::string>& earlier) {
+  if (std::find(earlier.begin(), earlier.end(), name) == earlier.end()) return true;
+  return name_value.fail("repeats " + quoted(name) + " (each server may be listed once)");
+}
+
+// ---- Endpoints with a body ----------------------------------------------------------------------
+//
+// Each reads its members, then finish() rejects the keys it did not ask for; `error` is the body
+// reader's error, sent back as the 400 sentence.
+
+AdminResult set_mode(AdminBackend& backend, JsonObject& body, std::string& error) {
+  RoutingMode mode = RoutingMode::kModulo;
+  ModuloHash hash = ModuloHash::kMix;
+  body.need("mode").choice(mode, kRoutingModes, to_string);
+  JsonValue hash_value = body.get("modulo_hash");
+  hash_value.choice(hash, kModuloHashes, to_string);
+  if (body.finish() && hash_value.present() && mode != RoutingMode::kModulo) {
+    hash_value.fail("applies to mode \"modulo\" only, not " + quoted(to_string(mode)));
+  }
+  if (!error.empty()) return bad_request(error);
+  return backend.set_mode(mode, hash_value.present() ? std::optional(hash) : std::nullopt);
+}
+
+AdminResult add_servers(AdminBackend& backend, JsonObject& body, std::string& error) {
+  JsonArray list = body.need("servers").array(kMaxServers, 1);
+  std::vector<ServerSpec> specs(list.size());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < list.size() && error.empty(); ++i) {
+    JsonObject server = list[i].object(UnknownKeys::kReject);
+    ServerSpec& spec = specs[i];
+    JsonValue name = server.need("name");
+    if (read_name(name, spec.name) && listed_once(name, spec.name, names)) {
+      names.push_back(spec.name);
+    }
+    read_address(server.get("address"), spec.address);
+    JsonValue shards_value = server.get("shards");
+    uint32_t shards = 0;
+    if (shards_value.integer(shards, 1, kMaxShards) && shards_value.present()) spec.shards = shards;
+    server.get("weight").integer(spec.weight, 1, kMaxWeight);
+    server.finish();
+  }
+  if (!body.finish()) return bad_request(error);
   return backend.add_servers(specs);
 }
 
-AdminResult remove_servers(AdminBackend& backend, const json::object& body) {
-  const json::array* list = nullptr;
-  std::string e = only_fields(body, {}, {"names"});
-  if (e.empty()) e = read_list(body, "names", list);
-  if (!e.empty()) return bad_request(e);
+AdminResult remove_servers(AdminBackend& backend, JsonObject& body, std::string& error) {
+  JsonArray list = body.need("names").array(kMaxServers, 1);
   std::vector<std::string> names;
-  for (size_t i = 0; i < list->size(); ++i) {
-    const std::string field = "\"names[" + std::to_string(i) + "]\"";
-    const json::string* name = (*list)[i].if_string();
-    if (!name) return bad_request(field + " must be a string, not " + a_kind((*list)[i]));
-    std::string text(name->data(), name->size());
-    if (e = check_name(field, text); !e.empty()) return bad_request(e);
-    if (std::find(names.begin(), names.end(), text) != names.end()) {
-      return bad_request(field + ": " + quoted(text) + " is listed twice");
+  for (size_t i = 0; i < list.size() && error.empty(); ++i) {
+    std::string name;
+    if (read_name(list[i], name) && listed_once(list[i], name, names)) {
+      names.push_back(std::move(name));
     }
-    names.push_back(std::move(text));
   }
+  if (!body.finish()) return bad_request(error);
   return backend.remove_servers(names);
 }
 
-// Reads "lo" and "hi" and checks lo <= hi.
-std::string read_range(const json::object& body, uint64_t& lo, uint64_t& hi) {
-  std::string e = read_id(body, {}, "lo", lo);
-  if (e.empty()) e = read_id(body, {}, "hi", hi);
-  if (e.empty() && lo > hi) e = "range " + format_id_range(lo, hi) + ": lo is greater than hi";
-  return e;
-}
-
-AdminResult assign(AdminBackend& backend, const json::object& body) {
+AdminResult assign(AdminBackend& backend, JsonObject& body, std::string& error) {
   uint64_t lo = 0, hi = 0;
-  std::optional<std::string> server;
-  std::string e = only_fields(body, {}, {"lo", "hi", "server"});
-  if (e.empty()) e = read_range(body, lo, hi);
-  if (e.empty()) e = read_string(body, {}, "server", true, server);
-  if (e.empty()) e = check_name("\"server\"", *server);
-  if (!e.empty()) return bad_request(e);
-  return backend.assign(lo, hi, *server);
+  std::string server;
+  if (read_range(body, lo, hi, error)) read_name(body.need("server"), server);
+  if (!body.finish()) return bad_request(error);
+  return backend.assign(lo, hi, server);
 }
 
-AdminResult split(AdminBackend& backend, const json::object& body) {
+AdminResult split(AdminBackend& backend, JsonObject& body, std::string& error) {
   uint64_t at = 0;
-  std::string e = only_fields(body, {}, {"at"});
-  if (e.empty()) e = read_id(body, {}, "at", at);
-  if (!e.empty()) return bad_request(e);
+  body.need("at").id(at);
+  if (!body.finish()) return bad_request(error);
   return backend.split(at);
 }
 
-AdminResult merge(AdminBackend& backend, const json::object& body) {
+AdminResult merge(AdminBackend& backend, JsonObject& body, std::string& error) {
   uint64_t lo = 0, hi = 0;
-  std::string e = only_fields(body, {}, {"lo", "hi"});
-  if (e.empty()) e = read_range(body, lo, hi);
-  if (!e.empty()) return bad_request(e);
+  read_range(body, lo, hi, error);
+  if (!body.finish()) return bad_request(error);
   return backend.merge(lo, hi);
 }
 
-AdminResult purge(AdminBackend& backend, const json::object& body) {
-  std::optional<std::string> server, kind_text;
+// The purge kinds the API starts (a status is GET /v1/purge).
+constexpr std::array kPurgeKinds{frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
+                                 frame::PurgeAction::kAll, frame::PurgeAction::kCancel};
+
+AdminResult purge(AdminBackend& backend, JsonObject& body, std::string& error) {
+  std::string server;
+  frame::PurgeAction kind = frame::PurgeAction::kNotOwned;
   uint32_t age = 0;
-  bool has_age = false;
-  std::string e = only_fields(body, {}, {"server", "kind", "age_s"});
-  if (e.empty()) e = read_string(body, {}, "server", true, server);
-  if (e.empty()) e = check_name("\"server\"", *server);
-  if (e.empty()) e = read_string(body, {}, "kind", true, kind_text);
-  if (e.empty()) {
-    e = read_count(body, {}, "age_s", 1, std::numeric_limits<uint32_t>::max(), age, &has_age);
+  read_name(body.need("server"), server);
+  body.need("kind").choice(kind, kPurgeKinds, control::purge_action_name);
+  JsonValue age_value = body.get("age_s");
+  age_value.integer(age, 1, std::numeric_limits<uint32_t>::max());
+  if (body.finish()) {
+    const bool older_than = kind == frame::PurgeAction::kOlderThan;
+    if (older_than && !age_value.present()) {
+      age_value.fail("is missing (kind \"older_than\" needs it)");
+    } else if (!older_than && age_value.present()) {
+      age_value.fail("applies to kind \"older_than\" only, not " +
+                     quoted(control::purge_action_name(kind)));
+    }
   }
-  if (!e.empty()) return bad_request(e);
-  frame::PurgeAction kind;
-  if (*kind_text == "not_owned") {
-    kind = frame::PurgeAction::kNotOwned;
-  } else if (*kind_text == "older_than") {
-    kind = frame::PurgeAction::kOlderThan;
-  } else if (*kind_text == "all") {
-    kind = frame::PurgeAction::kAll;
-  } else if (*kind_text == "cancel") {
-    kind = frame::PurgeAction::kCancel;
-  } else {
-    return bad_request("unknown purge kind " + quoted(*kind_text) +
-                       " (expected \"not_owned\", \"older_than\", \"all\" or \"cancel\")");
-  }
-  if (kind == frame::PurgeAction::kOlderThan && !has_age) {
-    return bad_request("missing field \"age_s\" (kind \"older_than\" needs it)");
-  }
-  if (kind != frame::PurgeAction::kOlderThan && has_age) {
-    return bad_request("\"age_s\" applies to kind \"older_than\" only, not " + quoted(*kind_text));
-  }
-  return backend.purge(*server, kind, age);
+  if (!error.empty()) return bad_request(error);
+  return backend.purge(server, kind, age);
 }
 
 AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
@@ -545,23 +366,26 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
     return AdminResult::error(500, "internal error: no GET handler for " + std::string(route.path));
   }
 
-  json::object object;
-  if (std::string e = parse_object(body, object); !e.empty()) return bad_request(e);
+  std::optional<json::value> doc;
+  if (std::string e = parse_body(body, doc); !e.empty()) return bad_request(e);
+  std::string error;
+  JsonObject object = JsonObject::root(*doc, "the request body", UnknownKeys::kReject, error);
+  if (!error.empty()) return bad_request(error);
   switch (route.endpoint) {
     case Endpoint::kServers:
-      return add_servers(backend, object);
+      return add_servers(backend, object, error);
     case Endpoint::kServersRemove:
-      return remove_servers(backend, object);
+      return remove_servers(backend, object, error);
     case Endpoint::kMode:
-      return set_mode(backend, object);
+      return set_mode(backend, object, error);
     case Endpoint::kAssign:
-      return assign(backend, object);
+      return assign(backend, object, error);
     case Endpoint::kSplit:
-      return split(backend, object);
+      return split(backend, object, error);
     case Endpoint::kMerge:
-      return merge(backend, object);
+      return merge(backend, object, error);
     case Endpoint::kPurge:
-      return purge(backend, object);
+      return purge(backend, object, error);
     default:
       break;
   }
@@ -569,34 +393,6 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
 }
 
 }  // namespace
-
-std::optional<uint64_t> parse_decimal_id(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  if (!std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-std::string printable(std::string_view text, size_t max_bytes) {
-  std::string out;
-  const size_t n = std::min(text.size(), max_bytes);
-  for (size_t i = 0; i < n; ++i) {
-    const auto u = static_cast<unsigned char>(text[i]);
-    if (u >= 0x20 && u < 0x7f) {
-      out += text[i];
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    }
-  }
-  if (text.size() > max_bytes) out += "...";
-  return out;
-}
 
 std::string_view admin_allowed_methods(std::string_view target) {
   const Route* route = find_route(path_of(target));

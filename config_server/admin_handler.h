@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/printable.h"
 #include "config_server/admin_backend.h"
 
 namespace imhash {
@@ -36,13 +37,5 @@ AdminResult handle_admin_request(AdminBackend& backend, boost::beast::http::verb
 // The methods the path of `target` takes ("GET", "POST" or "GET, POST"), for the Allow header of
 // a 405 answer; "" if there is no such endpoint.
 std::string_view admin_allowed_methods(std::string_view target);
-
-// An id as the admin API takes it in paths and decimal strings: 1 to 20 decimal digits, at most
-// 18446744073709551615. nullopt otherwise (no sign, no spaces, no hex).
-std::optional<uint64_t> parse_decimal_id(std::string_view text);
-
-// `text` made safe and short for an error sentence or a log line: printable ASCII is kept, other
-// bytes become \xNN, and more than `max_bytes` input bytes are cut with "...".
-std::string printable(std::string_view text, size_t max_bytes = 80);
 
 }  // namespace imhash

@@ -9,6 +9,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "common/endpoint.h"
 #include "config_server/status_page.h"
 
 namespace imhash {
@@ -70,9 +71,7 @@ Response error_response(unsigned status, const std::string& sentence) {
 }
 
 std::string endpoint_text(const tcp::endpoint& ep) {
-  const std::string host =
-      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  return host + ":" + std::to_string(ep.port());
+  return format_host_port(ep.address().to_string(), ep.port());
 }
 
 std::string peer_of(const tcp::socket& socket) {
@@ -314,7 +313,7 @@ asio::awaitable<void> accept_loop(std::shared_ptr<State> st) {
 AdminHttpServer::AdminHttpServer(asio::io_context& ctx, AdminBackend& backend,
                                  const std::string& host, uint16_t port, AdminHttpLimits limits)
     : state_(std::make_shared<AdminHttpState>(ctx, backend, limits)) {
-  const std::string wanted = host + ":" + std::to_string(port);
+  const std::string wanted = format_host_port(host, port);
   try {
     tcp::resolver resolver(ctx);
     const tcp::endpoint endpoint = resolver.resolve(host, std::to_string(port)).begin()->endpoint();

@@ -4,7 +4,7 @@
 // Keep-alive and pipelining are supported; limits (AdminHttpLimits) bound every connection: header
 // and body sizes (431, 413), a connection cap (503 and close beyond it), an idle timeout, and a
 // deadline for reading a request once its first byte arrived. Malformed HTTP gets 400 and a close.
-// The API is unauthenticated: bind it to loopback (DESIGN §6) unless told otherwise.
+// The API is unauthenticated: bind it to loopback (docs/design.md §6) unless told otherwise.
 //
 // Thread rules: everything runs on the io_context given to the constructor (the config server's
 // main thread, the one thread the backend may be called from). Construct before that io_context

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/metrics.h"
+#include "common/table_edits.h"
+#include "common/table_json.h"
+#include "common/table_text.h"
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -17,12 +21,6 @@ using frame::PurgeAction;
 
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 json::value table_value(const Table& t) {
   boost::system::error_code ec;
   return json::parse(table_to_json(t), ec);
@@ -32,11 +30,13 @@ json::value table_value(const Table& t) {
 
 ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
                              ConfigServiceSettings settings)
-    : ctx_(ctx), store_(store), settings_(settings), timer_(ctx) {
+    : store_(store), settings_(settings), timer_(ctx) {
+  thread_.bind();
   if (store_.current()) router_ = Router::compile(*store_.current());
 }
 
 void ConfigService::start() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   timer_.expires_after(settings_.heartbeat / 2);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -46,6 +46,7 @@ void ConfigService::start() {
 }
 
 void ConfigService::stop() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   timer_.cancel();
   for (auto& [key, n] : nodes_) {
     if (n.session) n.session->close();
@@ -61,7 +62,8 @@ ConfigService::Node* ConfigService::find(const std::string& role, const std::str
 // Node links
 
 void ConfigService::on_message(NodeSession& session, const control::Message& m) {
-  const int64_t now = now_ns();
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const int64_t now = monotonic_ns();
   if (const auto* reg = std::get_if<control::Register>(&m)) {
     const std::string role = control::to_string(reg->role);
     const std::string key = role + "/" + reg->name;
@@ -159,6 +161,7 @@ bool ConfigService::was_ever_member(const std::string& name) const {
 }
 
 void ConfigService::on_disconnect(NodeSession& session) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   auto it = nodes_.find(session.key);
   if (it == nodes_.end() || it->second.session != &session) return;
   it->second.session = nullptr;
@@ -172,7 +175,7 @@ void ConfigService::push(Node& n) {
   if (const Table* prev = store_.at_version(router_->version() - 1)) p.previous = *prev;
   p.grace_ms = static_cast<uint32_t>(settings_.grace.count());
   n.session->send(p);
-  n.last_push_ns = now_ns();
+  n.last_push_ns = monotonic_ns();
 }
 
 void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
@@ -182,7 +185,7 @@ void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds
 }
 
 void ConfigService::tick() {
-  const int64_t now = now_ns();
+  const int64_t now = monotonic_ns();
   const int64_t down_after =
       std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
   for (auto& [key, n] : nodes_) {
@@ -212,7 +215,7 @@ void ConfigService::check_convergence() {
   for (const auto& [key, n] : nodes_) {
     if (n.up && n.version < convergence_.version) return;
   }
-  convergence_.reached_ms = static_cast<double>(now_ns() - convergence_.started_ns) / 1e6;
+  convergence_.reached_ms = static_cast<double>(monotonic_ns() - convergence_.started_ns) / 1e6;
   spdlog::info("version {} reached every node in {:.1f} ms", convergence_.version,
                *convergence_.reached_ms);
 }
@@ -220,7 +223,7 @@ void ConfigService::check_convergence() {
 void ConfigService::maybe_auto_purge() {
   if (!pending_purge_ || !router_) return;
   if (pending_purge_->version != router_->version()) return;
-  if (now_ns() < pending_purge_->not_before_ns) return;
+  if (monotonic_ns() < pending_purge_->not_before_ns) return;
   // Old copies become garbage only once no login server can still read them: every login server
   // and hash server that is up runs the new version.
   for (const auto& [key, n] : nodes_) {
@@ -243,9 +246,10 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   }
   router_ = Router::compile(t);
   spdlog::info("version {}: {}", t.version, change);
-  convergence_ = Convergence{t.version, now_ns(), std::nullopt};
+  convergence_ = Convergence{t.version, monotonic_ns(), std::nullopt};
   if (previous && settings_.auto_purge) {
-    PendingPurge p{t.version, now_ns() + std::chrono::nanoseconds(settings_.grace).count(), {}};
+    PendingPurge p{
+        t.version, monotonic_ns() + std::chrono::nanoseconds(settings_.grace).count(), {}};
     for (const auto& s : previous->servers) p.servers.push_back(s.name);
     pending_purge_ = std::move(p);
   }
@@ -260,6 +264,7 @@ json::object ConfigService::change_result(const std::string& change) {
 }
 
 std::string ConfigService::metrics_text() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   MetricsText m;
   m.gauge("imhash_config_table_version", "current routing table version",
           static_cast<double>(store_.version()));
@@ -284,10 +289,13 @@ std::string ConfigService::metrics_text() const {
             {{"role", name}, {"state", "down"}});
   }
   if (convergence_.reached_ms) {
-    m.gauge("imhash_config_convergence_ms",
+    m.gauge("imhash_config_convergence_seconds",
             "time the last table version took to reach every node that is up",
-            *convergence_.reached_ms);
+            static_cast<double>(*convergence_.reached_ms) / 1000.0);
   }
+  m.gauge("imhash_config_converged",
+          "1 when every node that is up runs the current table version (imctl status: converged)",
+          converged() ? 1 : 0);
   m.gauge("imhash_config_pending_purge", "1 while an automatic purge waits for its grace period",
           pending_purge_ ? 1 : 0);
   return m.str();
@@ -297,7 +305,7 @@ std::string ConfigService::metrics_text() const {
 // Admin API
 
 json::object ConfigService::node_json(const Node& n) const {
-  const double heard_ms = static_cast<double>(now_ns() - n.last_heard_ns) / 1e6;
+  const double heard_ms = static_cast<double>(monotonic_ns() - n.last_heard_ns) / 1e6;
   json::object o{{"role", n.role},
                  {"name", n.name},
                  {"address", n.address},
@@ -316,16 +324,20 @@ json::object ConfigService::node_json(const Node& n) const {
   return o;
 }
 
+bool ConfigService::converged() const {
+  if (!router_) return false;
+  return std::none_of(nodes_.begin(), nodes_.end(), [&](const auto& entry) {
+    return entry.second.up && entry.second.version < router_->version();
+  });
+}
+
 AdminResult ConfigService::status() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array nodes;
-  bool converged = router_ != nullptr;
-  for (const auto& [key, n] : nodes_) {
-    nodes.push_back(node_json(n));
-    if (n.up && router_ && n.version < router_->version()) converged = false;
-  }
+  for (const auto& [key, n] : nodes_) nodes.push_back(node_json(n));
   json::object o{{"version", store_.version()},
                  {"mode", router_ ? to_string(router_->mode()) : "none"},
-                 {"converged", converged},
+                 {"converged", converged()},
                  {"nodes", std::move(nodes)},
                  {"purges", purge_status().body.as_object()["purges"]}};
   if (convergence_.version) {
@@ -341,11 +353,13 @@ AdminResult ConfigService::status() {
 }
 
 AdminResult ConfigService::table() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
   return AdminResult::ok(table_value(router_->table()));
 }
 
 AdminResult ConfigService::history(uint64_t limit) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array versions;
   for (const auto& h : store_.history()) {
     if (versions.size() >= limit) break;
@@ -358,6 +372,7 @@ AdminResult ConfigService::history(uint64_t limit) {
 }
 
 AdminResult ConfigService::servers() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
   if (router_) {
     for (const auto& s : router_->table().servers) {
@@ -377,6 +392,7 @@ AdminResult ConfigService::servers() {
 }
 
 AdminResult ConfigService::where(uint64_t id) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
   const Route r = router_->route(id);
   const ServerInfo& s = router_->table().servers[r.server];
@@ -388,6 +404,7 @@ AdminResult ConfigService::where(uint64_t id) {
 }
 
 AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet: add a hash server first");
   TableResult next = imhash::set_mode(router_->table(), mode);
   std::string change = std::string("mode ") + to_string(mode);
@@ -399,6 +416,7 @@ AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> 
 }
 
 AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (specs.empty()) return AdminResult::error(400, "no server named");
   Table t;
   if (router_) {
@@ -442,6 +460,7 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
 }
 
 AdminResult ConfigService::remove_servers(const std::vector<std::string>& names) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   Table t = router_->table();
   std::string change = "server removed";
@@ -456,6 +475,7 @@ AdminResult ConfigService::remove_servers(const std::vector<std::string>& names)
 }
 
 AdminResult ConfigService::assign(uint64_t lo, uint64_t hi, const std::string& server) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   if (router_->table().server_index(server) < 0) {
     return AdminResult::error(404, "unknown server " + server);
@@ -465,35 +485,32 @@ AdminResult ConfigService::assign(uint64_t lo, uint64_t hi, const std::string& s
 }
 
 AdminResult ConfigService::split(uint64_t at) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   return apply(split_range(router_->table(), at), "split at " + std::to_string(at));
 }
 
 AdminResult ConfigService::merge(uint64_t lo, uint64_t hi) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   return apply(merge_ranges(router_->table(), lo, hi), "merge " + format_id_range(lo, hi));
 }
 
 AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
                                  uint32_t age_seconds) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   Node* n = find("hash", server);
   if (!n) return AdminResult::error(404, "unknown hash server " + server);
   if (!n->session) return AdminResult::error(503, server + " is not connected");
   send_purge(*n, kind, age_seconds);
   json::array shards;
-  for (const auto& p : n->purges) {
-    shards.push_back(json::object{{"shard", p.shard},
-                                  {"state", purge_state_name(p.state)},
-                                  {"kind", purge_action_name(p.kind)},
-                                  {"scanned", p.scanned},
-                                  {"total", p.total},
-                                  {"deleted", p.deleted}});
-  }
+  for (const auto& p : n->purges) shards.push_back(control::purge_shard_json(p));
   return AdminResult::ok(json::object{
       {"server", server}, {"requested", purge_action_name(kind)}, {"shards", std::move(shards)}});
 }
 
 AdminResult ConfigService::purge_status() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
   for (const auto& [key, n] : nodes_) {
     for (const auto& p : n.purges) {

@@ -1,11 +1,12 @@
-// ConfigService: the config server's core (DESIGN §3–§5). It owns the durable table history, the
+// ConfigService: the config server's core (docs/design.md §3–§5). It owns the durable table history, the
 // registry of nodes that dialled in, pushes every new version to all of them and tracks their
 // acknowledgements, watches heartbeats (three missed: DOWN), fails over DOWN hash servers when
 // asked to, and sends lazy purges: automatically to old owners once every login server runs the new
 // version and the grace period has passed, on demand through the admin API, and "purge all" to a
 // hash server that comes back after it was removed from the table.
 //
-// Not thread-safe: everything runs on the config server's main io_context thread.
+// Not thread-safe: everything runs on the config server's main io_context thread (checked in debug
+// builds).
 #pragma once
 
 #include <boost/asio.hpp>
@@ -18,6 +19,7 @@
 
 #include "common/control_protocol.h"
 #include "common/router.h"
+#include "common/thread_check.h"
 #include "config_server/admin_backend.h"
 #include "config_server/node_session.h"
 #include "config_server/state_store.h"
@@ -103,12 +105,14 @@ class ConfigService final : public AdminBackend {
   void maybe_auto_purge();
   void failover(Node& node);
   boost::json::object node_json(const Node& n) const;
+  // Every node that is up runs the current version (imctl status: converged).
+  bool converged() const;
   Node* find(const std::string& role, const std::string& name);
   bool was_ever_member(const std::string& name) const;
   static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
 
-  boost::asio::io_context& ctx_;
+  ThreadCheck thread_;  // the thread that constructed it
   StateStore& store_;
   const ConfigServiceSettings settings_;
   boost::asio::steady_timer timer_;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/options.h"
-#include "common/routing_table.h"
+#include "common/table_text.h"
 #include "common/token.h"
 #include "config_server/admin_handler.h"
 
@@ -19,7 +19,8 @@ namespace {
 constexpr std::string_view kIdExpected =
     "expected a decimal integer between 0 and 18446744073709551615";
 
-std::string quoted(std::string_view text) { return "'" + printable(text, 80) + "'"; }
+// Command-line words are quoted back the way a shell would take them.
+std::string single_quoted(std::string_view text) { return "'" + printable(text, 80) + "'"; }
 
 ImctlParse usage_error(std::string error) {
   ImctlParse parse;
@@ -86,7 +87,7 @@ std::string split_args(const std::vector<std::string>& rest, size_t from,
       matched = true;
       break;
     }
-    if (!matched) return command + ": unknown option " + quoted(arg);
+    if (!matched) return command + ": unknown option " + single_quoted(arg);
   }
   return {};
 }
@@ -95,17 +96,22 @@ std::string positional_count(const std::string& command, const CommandArgs& args
                              std::string_view shape) {
   if (args.positional.size() == want) return {};
   if (args.positional.size() > want && want > 0) {
-    return command + ": unexpected argument " + quoted(args.positional[want]) +
+    return command + ": unexpected argument " + single_quoted(args.positional[want]) +
            " (usage: " + std::string(shape) + ")";
   }
-  if (want == 0) return command + ": unexpected argument " + quoted(args.positional[0]);
+  if (want == 0) return command + ": unexpected argument " + single_quoted(args.positional[0]);
   return command + ": expected " + std::string(shape);
 }
 
-std::string check_name(const std::string& command, const std::string& name) {
+// "" if `name` is a valid server name, else the sentence saying it is not.
+std::string name_problem(const std::string& name) {
   if (is_valid_server_name(name)) return {};
-  return command + ": " + quoted(name) + " is not a valid server name (1 to " +
-         std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
+  return single_quoted(name) + " is not a valid server name (" + std::string(kServerNameRule) + ")";
+}
+
+std::string check_name(const std::string& command, const std::string& name) {
+  const std::string problem = name_problem(name);
+  return problem.empty() ? problem : command + ": " + problem;
 }
 
 // Parses a decimal count in [min, max] for a flag or a spec part.
@@ -158,7 +164,7 @@ exit status: 0 done; 1 the config server refused the request; 64 bad command lin
 
 AgeParse parse_age(std::string_view text) {
   AgeParse out;
-  const std::string bad = "bad AGE " + quoted(text) +
+  const std::string bad = "bad AGE " + single_quoted(text) +
                           ": expected a number of seconds, or a number "
                           "followed by s, m, h or d (90, 90s, 15m, 2h, 7d)";
   if (text.empty()) {
@@ -191,9 +197,9 @@ AgeParse parse_age(std::string_view text) {
   }
   constexpr uint64_t kMax = std::numeric_limits<uint32_t>::max();
   if (*n == 0) {
-    out.error = "bad AGE " + quoted(text) + ": it must be at least 1 second";
+    out.error = "bad AGE " + single_quoted(text) + ": it must be at least 1 second";
   } else if (*n > kMax / unit) {
-    out.error = "bad AGE " + quoted(text) + ": at most " + std::to_string(kMax) + " seconds";
+    out.error = "bad AGE " + single_quoted(text) + ": at most " + std::to_string(kMax) + " seconds";
   } else {
     out.seconds = static_cast<uint32_t>(*n * unit);
   }
@@ -212,22 +218,19 @@ RangeParse parse_range_arg(std::string_view text) {
       return out;
     }
   }
-  out.error = quoted(text) + " is not a range: expected LO-HI or ID, ids " +
+  out.error = single_quoted(text) + " is not a range: expected LO-HI or ID, ids " +
               std::string(kIdExpected.substr(std::string_view("expected ").size()));
   return out;
 }
 
 SpecParse parse_server_spec(std::string_view text) {
   SpecParse out;
-  const std::string shape = quoted(text) + ": expected NAME[=HOST:PORT][/SHARDS][*WEIGHT]";
+  const std::string shape = single_quoted(text) + ": expected NAME[=HOST:PORT][/SHARDS][*WEIGHT]";
   size_t end = text.find_first_of("=/*");
   ServerSpec spec;
   spec.name = std::string(text.substr(0, end));
-  if (!is_valid_server_name(spec.name)) {
-    out.error = quoted(spec.name) + " is not a valid server name (1 to " +
-                std::to_string(kMaxServerNameLength) + " characters of A-Z a-z 0-9 . _ -)";
-    return out;
-  }
+  out.error = name_problem(spec.name);
+  if (!out.error.empty()) return out;
   if (end != std::string_view::npos && text[end] == '=') {
     const size_t next = text.find_first_of("/*", end + 1);
     const std::string address(text.substr(end + 1, next - end - 1));
@@ -238,7 +241,7 @@ SpecParse parse_server_spec(std::string_view text) {
       problem = "is not HOST:PORT";
     }
     if (!problem.empty()) {
-      out.error = quoted(text) + ": address " + quoted(address) + " " + problem;
+      out.error = single_quoted(text) + ": address " + single_quoted(address) + " " + problem;
       return out;
     }
     spec.address = address;
@@ -248,8 +251,8 @@ SpecParse parse_server_spec(std::string_view text) {
     const size_t next = text.find('*', end + 1);
     const auto shards = count_in(text.substr(end + 1, next - end - 1), 1, kMaxShards);
     if (!shards) {
-      out.error =
-          quoted(text) + ": SHARDS must be a number between 1 and " + std::to_string(kMaxShards);
+      out.error = single_quoted(text) + ": SHARDS must be a number between 1 and " +
+                  std::to_string(kMaxShards);
       return out;
     }
     spec.shards = static_cast<uint32_t>(*shards);
@@ -258,8 +261,8 @@ SpecParse parse_server_spec(std::string_view text) {
   if (end != std::string_view::npos && text[end] == '*') {
     const auto weight = count_in(text.substr(end + 1), 1, kMaxWeight);
     if (!weight) {
-      out.error =
-          quoted(text) + ": WEIGHT must be a number between 1 and " + std::to_string(kMaxWeight);
+      out.error = single_quoted(text) + ": WEIGHT must be a number between 1 and " +
+                  std::to_string(kMaxWeight);
       return out;
     }
     spec.weight = static_cast<uint32_t>(*weight);
@@ -326,14 +329,14 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
     if (!ms) {
       return usage_error(
           "--timeout-ms must be a number of milliseconds between 1 and 3600000 (got " +
-          quoted(*timeout) + ")");
+          single_quoted(*timeout) + ")");
     }
     inv.timeout = std::chrono::milliseconds(*ms);
   }
 
   if (rest.empty()) return usage_error("no command given");
   const std::string& command = rest[0];
-  if (command.starts_with("-")) return usage_error("unknown option " + quoted(command));
+  if (command.starts_with("-")) return usage_error("unknown option " + single_quoted(command));
   inv.name = command;
   CommandArgs a;
   std::string e;
@@ -359,7 +362,8 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
       const auto limit = count_in(*a.flag("--limit"), 1, kAdminMaxHistoryLimit);
       if (!limit) {
         e = "history: --limit must be a number between 1 and " +
-            std::to_string(kAdminMaxHistoryLimit) + " (got " + quoted(*a.flag("--limit")) + ")";
+            std::to_string(kAdminMaxHistoryLimit) + " (got " + single_quoted(*a.flag("--limit")) +
+            ")";
       } else {
         inv.target += "?limit=" + std::to_string(*limit);
       }
@@ -373,14 +377,15 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
     if (e.empty()) {
       const auto mode = parse_mode(a.positional[0]);
       if (!mode) {
-        e = "mode: unknown mode " + quoted(a.positional[0]) + " (expected modulo, range or ring)";
+        e = "mode: unknown mode " + single_quoted(a.positional[0]) +
+            " (expected modulo, range or ring)";
       } else {
         body["mode"] = to_string(*mode);
       }
       if (e.empty() && a.flag("--modulo-hash")) {
         const auto hash = parse_modulo_hash(*a.flag("--modulo-hash"));
         if (!hash) {
-          e = "mode: unknown --modulo-hash " + quoted(*a.flag("--modulo-hash")) +
+          e = "mode: unknown --modulo-hash " + single_quoted(*a.flag("--modulo-hash")) +
               " (expected mix or identity)";
         } else if (*mode != RoutingMode::kModulo) {
           e = "mode: --modulo-hash applies to mode modulo only";
@@ -454,7 +459,8 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
       e = positional_count(command, a, 1, command + (command == "split" ? " AT" : " ID"));
     std::optional<uint64_t> id;
     if (e.empty() && !(id = parse_decimal_id(a.positional[0]))) {
-      e = command + ": " + quoted(a.positional[0]) + " is not an id: " + std::string(kIdExpected);
+      e = command + ": " + single_quoted(a.positional[0]) +
+          " is not an id: " + std::string(kIdExpected);
     }
     if (command == "split") {
       inv.command = ImctlCommand::kSplit;
@@ -471,7 +477,8 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
     inv.command = ImctlCommand::kToken;
     std::optional<uint64_t> id;
     if (e.empty() && !(id = parse_decimal_id(a.positional[0]))) {
-      e = command + ": " + quoted(a.positional[0]) + " is not an id: " + std::string(kIdExpected);
+      e = command + ": " + single_quoted(a.positional[0]) +
+          " is not an id: " + std::string(kIdExpected);
     }
     if (e.empty() && !a.flag("--ttl")) e = "token: --ttl AGE is required";
     if (e.empty() && !a.flag("--key-file")) e = "token: --key-file FILE is required";
@@ -524,7 +531,7 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
       }
     }
   } else {
-    return usage_error("unknown command " + quoted(command));
+    return usage_error("unknown command " + single_quoted(command));
   }
 
   if (!e.empty()) return usage_error(e);

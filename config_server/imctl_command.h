@@ -57,7 +57,7 @@ struct ImctlInvocation {
   std::string server;  // kPurgeStatus: the server whose purges are shown
   bool watch = false;  // status --watch: redraw every second until interrupted
 
-  // kToken: made here from the key file (DESIGN §6), printed as hex or, with --json, as JSON.
+  // kToken: made here from the key file (docs/design.md §6), printed as hex or, with --json, as JSON.
   uint64_t token_user = 0;
   uint32_t token_ttl_s = 0;
   std::string key_file;

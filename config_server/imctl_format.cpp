@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "common/options.h"
-#include "common/routing_table.h"
+#include "common/table_text.h"
 #include "config_server/admin_handler.h"
 
 namespace imhash {

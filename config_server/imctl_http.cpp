@@ -5,6 +5,8 @@
 #include <boost/beast/http.hpp>
 #include <exception>
 
+#include "common/endpoint.h"
+
 namespace imhash {
 
 namespace asio = boost::asio;
@@ -46,8 +48,7 @@ asio::awaitable<HttpOutcome> exchange(std::string host, uint16_t port, http::ver
   if (cec) co_return network_failure(cec, "connecting");
 
   http::request<http::string_body> req{method, target, 11};
-  const bool bracket = host.find(':') != std::string::npos;  // an IPv6 literal
-  req.set(http::field::host, (bracket ? "[" + host + "]" : host) + ":" + std::to_string(port));
+  req.set(http::field::host, format_host_port(host, port));
   req.set(http::field::user_agent, "imctl");
   req.set(http::field::accept, "application/json");
   if (!body.empty()) req.set(http::field::content_type, "application/json");

@@ -1,4 +1,4 @@
-// imctl: the operator's command-line client of the config server's admin API (DESIGN §7,
+// imctl: the operator's command-line client of the config server's admin API (docs/design.md §7,
 // docs/admin_api.md). Glue only: parse the arguments, make one HTTP request, print the outcome.
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +31,7 @@ int imctl_main(int argc, char** argv) {
   }
   const imhash::ImctlInvocation& inv = *parse.invocation;
   if (inv.command == imhash::ImctlCommand::kToken) {
-    // Local: the key file is the login servers' (DESIGN §6); a bad one throws ConfigError (78).
+    // Local: the key file is the login servers' (docs/design.md §6); a bad one throws ConfigError (78).
     const std::vector<uint8_t> key = imhash::load_key_file(inv.key_file);
     const uint64_t expiry = static_cast<uint64_t>(std::time(nullptr)) + inv.token_ttl_s;
     if (expiry > UINT32_MAX) {

@@ -4,8 +4,11 @@
 
 #include <boost/asio.hpp>
 
+#include "common/lifecycle.h"
+#include "common/endpoint.h"
 #include "common/metrics.h"
 #include "common/options.h"
+#include "common/table_text.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
 #include "config_server/node_session.h"
@@ -16,12 +19,6 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using namespace imhash;
-
-std::string address_of(const tcp::endpoint& ep) {
-  const std::string host =
-      ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  return host + ":" + std::to_string(ep.port());
-}
 
 asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& service) {
   for (;;) {
@@ -108,7 +105,8 @@ int config_server_main(int argc, char** argv) {
   spdlog::info("config server: state in {} (version {}), heartbeat {} ms, grace {} ms, failover {}",
                store.path(), store.version(), settings.heartbeat.count(), settings.grace.count(),
                failover);
-  announce_listening(address_of(acceptor.local_endpoint()));
+  const tcp::endpoint bound = acceptor.local_endpoint();
+  announce_listening(format_host_port(bound.address().to_string(), bound.port()));
   announce_listening(admin_server.local_address());
   if (opts.has("metrics")) {
     const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
@@ -117,6 +115,7 @@ int config_server_main(int argc, char** argv) {
     metrics->start();
     announce_listening(metrics->local_address());
   }
+  const Lifecycle lifecycle(ctx);  // READY=1 now: every listener is bound
   ctx.run();
   spdlog::info("stopped");
   return kExitOk;

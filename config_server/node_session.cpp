@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstring>
 
+#include "common/endpoint.h"
 #include "config_server/config_service.h"
 
 namespace asio = boost::asio;
@@ -20,7 +20,7 @@ NodeSession::NodeSession(tcp::socket socket, ConfigService& service)
     : socket_(std::move(socket)), service_(service) {
   boost::system::error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
-  if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (!ec) peer_ = format_host_port(ep.address().to_string(), ep.port());
   socket_.set_option(tcp::no_delay(true), ec);
 }
 
@@ -66,34 +66,25 @@ void NodeSession::write_next() {
 }
 
 asio::awaitable<void> NodeSession::read_loop() {
-  std::vector<uint8_t> in(64 * 1024);
-  size_t have = 0;
+  // Messages are small but a node may send a large stats heartbeat: the buffer grows for one
+  // message up to the protocol's limit, and shrinks back once it is consumed.
+  StreamBuffer in(64 * 1024, control::kLengthPrefixSize + control::kMaxMessageSize);
   for (;;) {
-    if (have == in.size()) in.resize(in.size() * 2);
-    auto [ec, n] = co_await socket_.async_read_some(
-        asio::buffer(in.data() + have, in.size() - have), asio::as_tuple(asio::use_awaitable));
+    const auto space = in.space();
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(space.data(), space.size()),
+                                                    asio::as_tuple(asio::use_awaitable));
     if (ec) break;
-    have += n;
-    size_t off = 0;
-    bool bad = false;
-    for (;;) {
-      control::Message m;
-      size_t used = 0;
-      std::string error;
-      const auto st = control::next_message({in.data() + off, have - off}, m, used, error);
-      if (st == control::DecodeStatus::kNeedMore) break;
-      if (st != control::DecodeStatus::kOk) {
-        spdlog::warn("node link {}: bad message: {}; closing", peer_, error);
-        bad = true;
-        break;
-      }
-      off += used;
+    in.commit(n);
+    std::string error;
+    const auto st = control::drain_messages(in, error, [&](const control::Message& m) {
       service_.on_message(*this, m);
-      if (closed_) break;
+      return !closed_;
+    });
+    if (st != control::DecodeStatus::kNeedMore && st != control::DecodeStatus::kOk) {
+      spdlog::warn("node link {}: bad message: {}; closing", peer_, error);
+      break;
     }
-    if (bad || closed_) break;
-    std::memmove(in.data(), in.data() + off, have - off);
-    have -= off;
+    if (closed_) break;
   }
   close();
   service_.on_disconnect(*this);

@@ -1,5 +1,5 @@
 // NodeSession: the config server's side of one node link (a hash or login server dialled in;
-// DESIGN §4–§5): reads control messages and hands them to the ConfigService, and queues messages
+// docs/design.md §4–§5): reads control messages and hands them to the ConfigService, and queues messages
 // to the node, written in order, one write at a time.
 //
 // Not thread-safe: the config server's main thread only.

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/options.h"
+#include "common/table_json.h"
 
 namespace json = boost::json;
 

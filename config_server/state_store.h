@@ -1,7 +1,7 @@
 // StateStore: the config server's durable state — the current routing table and its version
 // history — in one JSON file under --state-dir, replaced atomically (write a temporary file, fsync
 // it, rename it over the old one, fsync the directory), so a crash or kill -9 at any instant leaves
-// either the old state or the new one, never a torn file (DESIGN §5).
+// either the old state or the new one, never a torn file (docs/design.md §5).
 //
 // Not thread-safe: the config server's main thread only.
 #pragma once
@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "common/routing_table.h"
+#include "common/table.h"
 
 namespace imhash {
 

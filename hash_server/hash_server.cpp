@@ -1,11 +1,13 @@
 #include "hash_server/hash_server.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "common/endpoint.h"
+#include "common/lifecycle.h"
 #include "common/options.h"
+#include "common/routing_table.h"
 
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
@@ -19,10 +21,20 @@ namespace {
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 }  // namespace
 
+std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
+                                          uint32_t shards) {
+  const ServerInfo* me = table.find_server(name);
+  if (!me || me->shards == shards) return std::nullopt;
+  return "table version " + std::to_string(table.version) + " gives " + name + " " +
+         std::to_string(me->shards) + " shards but this server has " + std::to_string(shards) +
+         ": login servers would send ids to the wrong shard";
+}
+
 HashServer::HashServer(HashServerConfig config)
     : config_(std::move(config)),
       acceptor_(ctx_),
       signals_(ctx_, SIGINT, SIGTERM),
+      reload_signal_(ctx_, SIGHUP),
       sample_timer_(ctx_) {
   for (uint32_t i = 0; i < config_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name));
@@ -38,6 +50,43 @@ void HashServer::set_router(std::shared_ptr<const Router> router) {
   for (auto& s : shards_) s->set_router(router);
 }
 
+void HashServer::reload_table_file() {
+  if (config_.table_file.empty()) {
+    spdlog::info("SIGHUP: no table file to re-read (tables come from the config server)");
+    return;
+  }
+  auto loaded = load_table_file(config_.table_file);
+  if (!loaded.table) {
+    spdlog::error("SIGHUP: {}; keeping table version {}", loaded.error, table_version_);
+    return;
+  }
+  const uint64_t version = loaded.table->version;
+  if (version <= table_version_) {
+    spdlog::info("SIGHUP: {} holds version {}, not newer than {}: kept", config_.table_file,
+                 version, table_version_);
+    return;
+  }
+  if (const auto why = table_mismatch(*loaded.table, config_.name, config_.shards)) {
+    spdlog::error("SIGHUP: {}; keeping table version {}", *why, table_version_);
+    return;
+  }
+  if (!loaded.table->find_server(config_.name)) {
+    spdlog::warn("{} is not in table version {}: it owns no ids and answers MOVED", config_.name,
+                 version);
+  }
+  set_router(Router::compile(std::move(*loaded.table)));
+  spdlog::info("table version {} installed from {}", version, config_.table_file);
+  if (control_.config_link()) control_.config_link()->ack(version);
+}
+
+void HashServer::wait_reload() {
+  reload_signal_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec || stopping_) return;
+    reload_table_file();
+    wait_reload();
+  });
+}
+
 void HashServer::sample_shards() {
   for (auto& s : shards_) {
     s->snapshot([this](ShardSnapshot snap) {
@@ -48,8 +97,8 @@ void HashServer::sample_shards() {
     });
   }
   // Report purge progress while one runs, and once more when it ends.
-  if (purge_reporting_ && config_link_) {
-    config_link_->send_purge_report(purge_report());
+  if (purge_reporting_ && control_.config_link()) {
+    control_.config_link()->send_purge_report(purge_report());
     purge_reporting_ = std::any_of(snapshots_.begin(), snapshots_.end(), [](const auto& s) {
       return s.purge.state == PurgeState::kRunning;
     });
@@ -98,8 +147,7 @@ control::PurgeReport HashServer::purge_report() const {
   return r;
 }
 
-std::string HashServer::render_metrics() const {
-  MetricsText m;
+void HashServer::render_metrics(MetricsText& m) const {
   m.gauge("imhash_table_version", "routing table version this server runs",
           static_cast<double>(table_version_));
   for (const auto& s : snapshots_) {
@@ -142,9 +190,6 @@ std::string HashServer::render_metrics() const {
     m.gauge("imhash_purge_deleted", "records the current or last purge deleted",
             static_cast<double>(s.purge.deleted), shard);
   }
-  m.gauge("imhash_config_link_up", "1 while registered with the config server",
-          config_link_ && config_link_->connected() ? 1 : 0);
-  return m.str();
 }
 
 void HashServer::start_config_link(const std::string& listen_address) {
@@ -154,31 +199,27 @@ void HashServer::start_config_link(const std::string& listen_address) {
   self.address = listen_address;
   self.shards = config_.shards;
   self.version = table_version_;
-  self.pid = static_cast<uint64_t>(::getpid());
   ConfigLink::Callbacks cb;
   cb.on_table = [this](control::TablePush push) {
     if (push.table.version <= table_version_) {
-      config_link_->ack(table_version_);
+      control_.config_link()->ack(table_version_);
       return;
     }
-    const ServerInfo* me = push.table.find_server(config_.name);
-    if (me && me->shards != config_.shards) {
-      spdlog::error("table version {} gives {} {} shards but this server has {}: ignoring it",
-                    push.table.version, config_.name, me->shards, config_.shards);
+    if (const auto why = table_mismatch(push.table, config_.name, config_.shards)) {
+      spdlog::error("{}: ignoring it", *why);
       return;
     }
     const uint64_t version = push.table.version;
     set_router(Router::compile(std::move(push.table)));
     spdlog::info("table version {} installed", version);
-    config_link_->ack(version);
+    control_.config_link()->ack(version);
   };
   cb.on_purge = [this](control::PurgeCommand cmd) {
     for (auto& s : shards_) s->command_purge(cmd.action, cmd.age_seconds);
     purge_reporting_ = true;
   };
   cb.stats = [this] { return stats(); };
-  config_link_ = std::make_unique<ConfigLink>(ctx_, config_.config_address, self, std::move(cb));
-  config_link_->start();
+  control_.start_config_link(std::move(self), std::move(cb));
 }
 
 void HashServer::run() {
@@ -197,22 +238,17 @@ void HashServer::run() {
     spdlog::info("signal {}: stopping", sig);
     stop();
   });
+  wait_reload();
   asio::co_spawn(ctx_, accept_loop(), asio::detached);
 
+  const std::string listen_address = format_host_port(bound.address().to_string(), bound.port());
   spdlog::info("hash server {} with {} shards on {}", config_.name, config_.shards,
-               bound.address().to_string() + ":" + std::to_string(bound.port()));
-  const std::string addr = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
-                                                   : bound.address().to_string();
-  const std::string listen_address = addr + ":" + std::to_string(bound.port());
+               listen_address);
   sample_shards();
-  if (!config_.config_address.empty()) start_config_link(listen_address);
+  start_config_link(listen_address);
   announce_listening(listen_address);
-  if (!config_.metrics_host.empty()) {
-    metrics_ = std::make_unique<MetricsServer>(ctx_, config_.metrics_host, config_.metrics_port,
-                                               [this] { return render_metrics(); });
-    metrics_->start();
-    announce_listening(metrics_->local_address());
-  }
+  control_.start_metrics([this](MetricsText& m) { render_metrics(m); });
+  const Lifecycle lifecycle(ctx_);  // READY=1 now: every listener is bound
   ctx_.run();
   for (auto& s : shards_) s->join();
   spdlog::info("stopped");
@@ -223,9 +259,9 @@ void HashServer::stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   signals_.cancel(ec);
+  reload_signal_.cancel(ec);
   sample_timer_.cancel();
-  if (config_link_) config_link_->stop();
-  if (metrics_) metrics_->stop();
+  control_.stop();
   for (auto& s : shards_) s->stop();
 }
 
@@ -242,20 +278,25 @@ asio::awaitable<void> HashServer::accept_loop() {
 }
 
 asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
-  std::vector<uint8_t> in(4 + kMaxFrameLength);
-  size_t have = 0;
+  StreamBuffer in(4 + kMaxFrameLength + 64 * 1024);
   Header h;
-  std::span<const uint8_t> body;
-  size_t used = 0;
+  std::vector<uint8_t> hello;  // the HELLO frame's body, copied out of `in`
   asio::steady_timer deadline(ctx_, kHandshakeTimeout);
   for (;;) {
-    const DecodeStatus st = next_frame({in.data(), have}, h, body, used);
-    if (st == DecodeStatus::kOk) break;
-    if (st != DecodeStatus::kNeedMore || have == in.size()) {
+    bool got = false;
+    const DecodeStatus st = drain_frames(in, [&](const Header& header, std::span<const uint8_t> b) {
+      h = header;
+      hello.assign(b.begin(), b.end());
+      got = true;
+      return false;
+    });
+    if (got) break;
+    if (st != DecodeStatus::kNeedMore) {
       spdlog::warn("handshake: {}", to_string(st));
       co_return;
     }
-    auto result = co_await (socket.async_read_some(asio::buffer(in.data() + have, in.size() - have),
+    const auto space = in.space();
+    auto result = co_await (socket.async_read_some(asio::buffer(space.data(), space.size()),
                                                    asio::as_tuple(asio::use_awaitable)) ||
                             deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
     if (result.index() == 1) {
@@ -264,8 +305,9 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
     }
     auto [ec, n] = std::get<0>(result);
     if (ec) co_return;
-    have += n;
+    in.commit(n);
   }
+  const std::span<const uint8_t> body(hello);
 
   Request q;
   Response r{
@@ -293,8 +335,8 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
     co_return;
   }
   spdlog::debug("{} bound to shard {}", q.name, q.shard);
-  std::vector<uint8_t> leftover(in.begin() + static_cast<ptrdiff_t>(used),
-                                in.begin() + static_cast<ptrdiff_t>(have));
+  // A client may pipeline requests right behind its HELLO: the shard takes those bytes too.
+  std::vector<uint8_t> leftover(in.data().begin(), in.data().end());
   const auto protocol = socket.local_endpoint().protocol();
   shards_[q.shard]->adopt(protocol, socket.release(), std::move(leftover));
 }

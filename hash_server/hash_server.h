@@ -8,11 +8,11 @@
 
 #include <boost/asio.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "common/config_link.h"
-#include "common/metrics.h"
+#include "common/node_control.h"
 #include "common/router.h"
 #include "hash_server/shard.h"
 
@@ -24,10 +24,14 @@ struct HashServerConfig {
   std::string name = "hash1";
   uint32_t shards = 1;
   std::shared_ptr<const Router> router;  // may be null: no table yet, the server owns every id
-  std::string config_address;            // config server HOST:PORT; empty: none (--table only)
-  std::string metrics_host;              // --metrics: Prometheus endpoint; empty: none
-  uint16_t metrics_port = 0;
+  std::string table_file;                // --table: re-read on SIGHUP; empty: none
+  NodeControl::Endpoints control;        // --config (none: --table only) and --metrics
 };
+
+// Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids
+// to the wrong shard), or nothing if it can.
+std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
+                                          uint32_t shards);
 
 class HashServer {
  public:
@@ -35,6 +39,7 @@ class HashServer {
 
   explicit HashServer(HashServerConfig config);
   // Binds, prints "listening on ADDRESS", serves until SIGTERM/SIGINT, then drains and returns.
+  // SIGHUP re-reads the table file (and, through Lifecycle, the log level).
   void run();
 
  private:
@@ -43,21 +48,25 @@ class HashServer {
   void stop();
   // Installs a table (main thread): new handshakes report its version, shards judge ownership.
   void set_router(std::shared_ptr<const Router> router);
+  // SIGHUP: installs the table file's version if it is valid and newer, as a pushed one would be;
+  // otherwise logs why and keeps the table it has.
+  void reload_table_file();
+  void wait_reload();
   // Samples every shard (they answer on the main thread) for heartbeats and purge reports.
   void sample_shards();
   boost::json::object stats() const;
   control::PurgeReport purge_report() const;
   void start_config_link(const std::string& listen_address);
-  std::string render_metrics() const;
+  void render_metrics(MetricsText& m) const;
 
   HashServerConfig config_;
   boost::asio::io_context ctx_{1};
   tcp::acceptor acceptor_;
   boost::asio::signal_set signals_;
+  boost::asio::signal_set reload_signal_;
   std::vector<std::unique_ptr<Shard>> shards_;
   uint64_t table_version_ = 0;
-  std::unique_ptr<ConfigLink> config_link_;
-  std::unique_ptr<MetricsServer> metrics_;
+  NodeControl control_{ctx_, config_.control};
   boost::asio::steady_timer sample_timer_;
   std::vector<ShardSnapshot> snapshots_;  // the latest of each shard
   bool purge_reporting_ = false;          // a purge ran since the last report

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "common/node_control.h"
 #include "common/options.h"
 #include "common/routing_table.h"
 #include "hash_server/hash_server.h"
@@ -20,13 +21,12 @@ int hash_server_main(int argc, char** argv) {
       "shards", boost::program_options::value<uint32_t>()->default_value(cores),
       "shard threads (default: the number of cores)")(
       "table", boost::program_options::value<std::string>(),
-      "routing table file (JSON), to know which ids this server owns; without one it owns all")(
-      "metrics", boost::program_options::value<std::string>(),
-      "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
-      "'listening on' line")(
-      "config", boost::program_options::value<std::string>(),
-      "config server HOST:PORT: register there, receive tables and purge commands; with --table "
-      "too, the file is the starting table until the config server pushes one");
+      "routing table file (JSON), to know which ids this server owns; without one it owns all. "
+      "SIGHUP re-reads it");
+  NodeControl::add_options(opts,
+                           "config server HOST:PORT: register there, receive tables and purge "
+                           "commands; with --table too, the file is the starting table until the "
+                           "config server pushes one");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   HashServerConfig config;
@@ -42,25 +42,15 @@ int hash_server_main(int argc, char** argv) {
     throw UsageError("--name '" + config.name +
                      "': a server name is 1 to 64 characters of A-Z a-z 0-9 . _ -");
   }
-  if (opts.has("metrics")) {
-    const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
-    config.metrics_host = m.host;
-    config.metrics_port = m.port;
-  }
-  if (opts.has("config")) {
-    config.config_address = opts.get<std::string>("config");
-    parse_host_port(config.config_address, "--config");
-  }
+  config.control = NodeControl::endpoints(opts);
   if (opts.has("table")) {
-    auto loaded = load_table_file(opts.get<std::string>("table"));
+    config.table_file = opts.get<std::string>("table");
+    auto loaded = load_table_file(config.table_file);
     if (!loaded.table) throw ConfigError(loaded.error);
-    const ServerInfo* self = loaded.table->find_server(config.name);
-    if (self && self->shards != config.shards) {
-      throw ConfigError("the table gives " + config.name + " " + std::to_string(self->shards) +
-                        " shards but --shards is " + std::to_string(config.shards) +
-                        ": login servers would send ids to the wrong shard");
+    if (const auto why = table_mismatch(*loaded.table, config.name, config.shards)) {
+      throw ConfigError(*why);
     }
-    if (!self) {
+    if (!loaded.table->find_server(config.name)) {
       spdlog::warn("{} is not in the table (version {}): it owns no ids and answers MOVED",
                    config.name, loaded.table->version);
     }

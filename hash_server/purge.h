@@ -1,4 +1,4 @@
-// Purge: the state of one lazy, incremental purge of a shard's records (DESIGN §4). The shard runs
+// Purge: the state of one lazy, incremental purge of a shard's records (docs/design.md §4). The shard runs
 // step() once per turn of its event loop, between batches of requests, so a purge of millions of
 // records never holds the thread for more than one bounded batch. It walks the store with a
 // RecordStore::ScanCursor, so every record present from the start to the end of the purge is

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/endpoint.h"
 #include "common/shard_map.h"
 
 namespace asio = boost::asio;
@@ -71,23 +72,46 @@ void Shard::stop() {
   });
 }
 
-asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> in) {
-  assert(on_shard_thread());
+asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> leftover) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   connections_.insert(&socket);
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  size_t begin = 0, end = in.size();
-  in.resize(kReadBufferSize);
+  StreamBuffer in(kReadBufferSize);
+  in.append(leftover);
+  leftover = {};
   std::vector<uint8_t> out;
   out.reserve(64 * 1024);
   std::string peer;
   if (auto ep = socket.remote_endpoint(ignored); !ignored) {
-    peer = ep.address().to_string() + ":" + std::to_string(ep.port());
+    peer = format_host_port(ep.address().to_string(), ep.port());
   }
 
   for (;;) {
     // Answer every complete frame in the buffer, then send all answers with one write.
-    const bool broken = !answer_frames({in.data(), end}, begin, out, peer);
+    bool malformed = false;
+    // Bytes ahead (from the frame being handled) whose records are on their way.
+    size_t prefetched = 0;
+    DecodeStatus st;
+    {
+      const TurnTimer turn(turns_);  // one turn: this buffer's batch of requests
+      now_ = unix_now();
+      st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
+        if (prefetched == 0) prefetched = prefetch_records(in.data());
+        prefetched -= std::min(prefetched, size_t{4} + h.length);
+        if (!handle(h, body, out)) {
+          malformed = true;
+          return false;
+        }
+        return true;
+      });
+    }
+    const bool broken = malformed || st != DecodeStatus::kNeedMore;
+    if (broken) {
+      ++counters_.bad_frames;
+      spdlog::warn("shard {}: closing connection from {}: {}", index_, peer,
+                   malformed ? "malformed request body" : to_string(st));
+    }
     if (!out.empty()) {
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(out),
                                                 asio::as_tuple(asio::use_awaitable));
@@ -95,47 +119,19 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> in) 
       if (ec) break;
     }
     if (broken) break;
-    if (begin == end) {
-      begin = end = 0;
-    } else if (begin > 0) {
-      std::memmove(in.data(), in.data() + begin, end - begin);
-      end -= begin;
-      begin = 0;
-    }
-    auto [ec, n] = co_await socket.async_read_some(asio::buffer(in.data() + end, in.size() - end),
+    const auto space = in.space();
+    auto [ec, n] = co_await socket.async_read_some(asio::buffer(space.data(), space.size()),
                                                    asio::as_tuple(asio::use_awaitable));
     if (ec) break;
-    end += n;
+    in.commit(n);
   }
   connections_.erase(&socket);
   socket.close(ignored);
 }
 
-bool Shard::answer_frames(std::span<const uint8_t> in, size_t& begin, std::vector<uint8_t>& out,
-                          const std::string& peer) {
-  const TurnTimer turn(turns_);
-  now_ = unix_now();
-  size_t prefetched_until = begin;  // the records of frames before this offset are on their way
-  while (begin < in.size()) {
-    const auto rest = in.subspan(begin);
-    if (begin >= prefetched_until) prefetched_until = prefetch_records(rest) + begin;
-    Header h;
-    std::span<const uint8_t> body;
-    size_t used = 0;
-    const DecodeStatus st = next_frame(rest, h, body, used);
-    if (st == DecodeStatus::kNeedMore) break;
-    if (st != DecodeStatus::kOk || !handle(h, body, out)) {
-      ++counters_.bad_frames;
-      spdlog::warn("shard {}: closing connection from {}: {}", index_, peer,
-                   st != DecodeStatus::kOk ? to_string(st) : "malformed request body");
-      return false;
-    }
-    begin += used;
-  }
-  return true;
-}
-
 size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {
+  // The first frame is whole (drain_frames hands over only whole frames), so the size returned
+  // covers at least it.
   size_t offset = 0;
   for (size_t n = 0; n < kPrefetchBatch; ++n) {
     Header h;

@@ -1,10 +1,10 @@
 // Shard: one thread of a hash server, with its own io_context, its records, its purge and the
-// connections bound to it by their handshake (DESIGN §2). Nothing on the data path is shared with
+// connections bound to it by their handshake (docs/design.md §2). Nothing on the data path is shared with
 // other shards: no mutex, no shared atomic counter.
 //
 // Thread rules: the constructor, start(), join() run on the main thread; adopt(), set_router() and
 // stop() may be called from any thread (they post to the shard); everything else runs on the
-// shard's own thread (checked with assert(on_shard_thread())).
+// shard's own thread (checked in debug builds).
 #pragma once
 
 #include <boost/asio.hpp>
@@ -17,6 +17,7 @@
 
 #include "common/frame_protocol.h"
 #include "common/router.h"
+#include "common/thread_check.h"
 #include "hash_server/purge.h"
 #include "hash_server/record_store.h"
 #include "hash_server/turn_stats.h"
@@ -65,11 +66,7 @@ class Shard {
   uint32_t index() const { return index_; }
 
  private:
-  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> in);
-  // One turn of the event loop (timed into turns_): answers every complete frame of in[begin..]
-  // into `out`, advancing `begin`; returns false when a frame is malformed (close the link).
-  bool answer_frames(std::span<const uint8_t> in, size_t& begin, std::vector<uint8_t>& out,
-                     const std::string& peer);
+  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> leftover);
   // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
   // kPrefetchBatch); returns the size of the frames it looked at, 0 if the first is incomplete.
   size_t prefetch_records(std::span<const uint8_t> frames) const;

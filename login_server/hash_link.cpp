@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <cstring>
 
+#include "common/clock.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -32,6 +32,7 @@ const char* to_string(HashLink::State s) {
 namespace {
 // Room for a full read of pipelined answers plus one maximal frame.
 constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
+
 }  // namespace
 
 HashLink::HashLink(asio::io_context& ctx, LinkListener& listener, const LinkSettings& settings,
@@ -50,9 +51,13 @@ HashLink::HashLink(asio::io_context& ctx, LinkListener& listener, const LinkSett
   writing_buf_.reserve(64 * 1024);
 }
 
-void HashLink::start() { asio::co_spawn(ctx_, run(), asio::detached); }
+void HashLink::start() {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  asio::co_spawn(ctx_, run(), asio::detached);
+}
 
 void HashLink::close() {
+  IMHASH_ON_OWNER_THREAD(on_thread());
   if (closed_) return;
   closed_ = true;
   retry_timer_.cancel();
@@ -61,24 +66,19 @@ void HashLink::close() {
   state_ = State::kClosed;
 }
 
-bool HashLink::submit(InFlight request, uint64_t table_version, int64_t now_ns) {
-  Request q{.type = request.type,
-            .flags = request.flags,
-            .table_version = table_version,
-            .id = request.ask.user_id};
-  if (request.type == FrameType::kUpsert) {
-    q.endpoint = request.ask.endpoint;
-    q.age_seconds = request.age_seconds;
-  }
+bool HashLink::submit(const Request& request, uint64_t token, int64_t now_ns) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  Request q = request;
   const int64_t deadline =
       now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.timeout).count();
-  q.correlation = pending_.insert(std::move(request), deadline);
+  q.correlation = pending_.insert(token, deadline);
   const bool was_empty = queued_.empty();
   append_request(q, queued_);
   return was_empty;
 }
 
 void HashLink::flush() {
+  IMHASH_ON_OWNER_THREAD(on_thread());
   if (writing_ || queued_.empty() || state_ != State::kUp) return;
   writing_ = true;
   writing_buf_.swap(queued_);
@@ -95,16 +95,20 @@ void HashLink::flush() {
 }
 
 void HashLink::tick(int64_t now_ns) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
   bool expired = false;
-  pending_.expire(now_ns, [&](InFlight& r) {
+  pending_.expire(now_ns, [&](uint64_t token) {
     ++consecutive_timeouts_;
     expired = true;
-    listener_.on_failure(r, client::Status::kTimeout);
+    listener_.on_failure(token, client::Status::kTimeout);
   });
   if (expired) listener_.after_link_io();
-  if (state_ == State::kUp && consecutive_timeouts_ >= settings_.down_after_timeouts) {
-    spdlog::warn("link to {} shard {}: {} consecutive timeouts, marking it down", server_.name,
-                 shard_, consecutive_timeouts_);
+  const int64_t silent_ns = now_ns - last_heard_ns_;
+  if (state_ == State::kUp && consecutive_timeouts_ >= settings_.down_after_timeouts &&
+      silent_ns >= std::chrono::nanoseconds(settings_.dead_after).count()) {
+    spdlog::warn("link to {} shard {}: {} requests timed out and nothing came for {} ms, marking "
+                 "it down",
+                 server_.name, shard_, consecutive_timeouts_, silent_ns / 1'000'000);
     drop_connection();
   }
 }
@@ -117,7 +121,7 @@ void HashLink::drop_connection() {
 
 void HashLink::fail_all(client::Status status) {
   if (pending_.size() == 0) return;
-  pending_.drain([&](InFlight& r) { listener_.on_failure(r, status); });
+  pending_.drain([&](uint64_t token) { listener_.on_failure(token, status); });
   listener_.after_link_io();
 }
 
@@ -133,6 +137,7 @@ asio::awaitable<void> HashLink::run() {
       state_ = State::kUp;
       backoff_.reset();
       consecutive_timeouts_ = 0;
+      last_heard_ns_ = monotonic_ns();
       flush();
       co_await read_loop();
     }
@@ -190,78 +195,76 @@ asio::awaitable<bool> HashLink::connect_once() {
       deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
   if (wrote.index() != 0 || std::get<0>(std::get<0>(wrote))) co_return false;
 
-  size_t have = 0;
+  StreamBuffer in(4 + kMaxFrameLength);
   for (;;) {
-    Header h;
-    std::span<const uint8_t> body;
-    size_t used = 0;
-    const DecodeStatus st = next_frame({in_.data(), have}, h, body, used);
-    if (st == DecodeStatus::kOk) {
+    int verdict = -1;  // -1: need more, 0: refused, 1: accepted
+    const DecodeStatus st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
       Response r;
+      verdict = 0;
       if (h.type != FrameType::kHello || decode_response(h, body, r) != DecodeStatus::kOk) {
-        co_return false;
+        return false;
       }
       if (r.status != FrameStatus::kOk) {
         spdlog::error("link to {} shard {}: handshake refused: {}", server_.name, shard_,
                       to_string(r.status));
-        co_return false;
+        return false;
       }
       if (r.shard_count != server_.shards) {
         spdlog::error("link to {}: the table says {} shards, the server has {}", server_.name,
                       server_.shards, r.shard_count);
-        co_return false;
+        return false;
       }
-      // Anything after the HELLO answer would be an answer to a request we have not sent.
-      co_return have == used;
-    }
+      verdict = 1;
+      return false;
+    });
+    // Anything after the HELLO answer would be an answer to a request we have not sent.
+    if (verdict >= 0) co_return verdict == 1 && in.empty();
     if (st != DecodeStatus::kNeedMore) co_return false;
-    auto got = co_await (socket_.async_read_some(asio::buffer(in_.data() + have, in_.size() - have),
-                                                 asio::as_tuple(asio::use_awaitable)) ||
-                         deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+    const auto space = in.space();
+    auto got = co_await (
+        socket_.async_read_some(asio::buffer(space.data(), space.size()),
+                                asio::as_tuple(asio::use_awaitable)) ||
+        deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
     if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
-    have += std::get<1>(std::get<0>(got));
+    in.commit(std::get<1>(std::get<0>(got)));
   }
 }
 
 asio::awaitable<void> HashLink::read_loop() {
-  size_t begin = 0, end = 0;
   for (;;) {
-    auto [ec, n] = co_await socket_.async_read_some(
-        asio::buffer(in_.data() + end, in_.size() - end), asio::as_tuple(asio::use_awaitable));
+    const auto space = in_.space();
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(space.data(), space.size()),
+                                                    asio::as_tuple(asio::use_awaitable));
     if (ec || closed_) {
       if (!closed_ && ec != asio::error::operation_aborted) {
         spdlog::warn("link to {} shard {}: {}", server_.name, shard_, ec.message());
       }
+      in_.consume(in_.data().size());
       co_return;
     }
-    end += n;
-    while (begin < end) {
-      Header h;
-      std::span<const uint8_t> body;
-      size_t used = 0;
-      const DecodeStatus st = next_frame({in_.data() + begin, end - begin}, h, body, used);
-      if (st == DecodeStatus::kNeedMore) break;
+    in_.commit(n);
+    last_heard_ns_ = monotonic_ns();
+    bool malformed = false;
+    const DecodeStatus st = drain_frames(in_, [&](const Header& h, std::span<const uint8_t> body) {
       Response r;
-      if (st != DecodeStatus::kOk || decode_response(h, body, r) != DecodeStatus::kOk) {
-        spdlog::error("link to {} shard {}: malformed answer ({}), reconnecting", server_.name,
-                      shard_, to_string(st));
-        co_return;
+      if (decode_response(h, body, r) != DecodeStatus::kOk) {
+        malformed = true;
+        return false;
       }
-      begin += used;
-      if (InFlight* f = pending_.find(h.correlation)) {
-        InFlight request = std::move(*f);
+      if (const uint64_t* token = pending_.find(h.correlation)) {
+        const uint64_t t = *token;
         pending_.erase(h.correlation);
         consecutive_timeouts_ = 0;
-        listener_.on_answer(request, r);
+        listener_.on_answer(t, r);
       }
-      // else: the answer came after the request's deadline; the client already got TIMEOUT.
-    }
-    if (begin == end) {
-      begin = end = 0;
-    } else if (begin > 0) {
-      std::memmove(in_.data(), in_.data() + begin, end - begin);
-      end -= begin;
-      begin = 0;
+      // else: the answer came after the frame's deadline; its sender already heard TIMEOUT.
+      return true;
+    });
+    if (malformed || st != DecodeStatus::kNeedMore) {
+      spdlog::error("link to {} shard {}: malformed answer ({}), reconnecting", server_.name,
+                    shard_, malformed ? "bad body" : to_string(st));
+      in_.consume(in_.data().size());
+      co_return;
     }
     listener_.after_link_io();
   }

@@ -1,11 +1,17 @@
 // HashLink: one persistent, pipelined TCP connection from a login worker to one shard of one hash
-// server (DESIGN §2). Requests are queued as frames and written with one system call per burst;
-// answers are matched by correlation id, in any order. The link reconnects with exponential
-// back-off and jitter, and a link that stops answering without closing is marked down after a few
-// consecutive timeouts, then probed (reconnect + HELLO) until it answers again. While it is down,
-// the worker answers UNAVAILABLE at once.
+// server (docs/design.md, "Links"; frames in docs/protocol.md). A correlation-id transport: it
+// queues frames, writes everything queued with one system call per burst, matches answers to the
+// caller's tokens in any order, and reports each frame's fate once — an answer, TIMEOUT when its
+// deadline passes, or UNAVAILABLE when the connection is lost. It knows nothing of what the
+// requests mean (login_server/request_flow.h does).
 //
-// Not thread-safe: every method runs on the owning worker's thread.
+// It reconnects with exponential back-off and jitter. A connection that stays open but stops
+// answering is marked down and probed (reconnect + HELLO) when it has gone silent: at least
+// `down_after_timeouts` requests in a row timed out and nothing at all arrived for `dead_after`.
+// A shard that is merely slow (one long turn of its event loop) keeps answering within that
+// window, so its link stays up and only the requests that missed their deadline get TIMEOUT.
+//
+// Thread rules: every method runs on the owning worker's thread (checked in debug builds).
 #pragma once
 
 #include <boost/asio.hpp>
@@ -17,33 +23,12 @@
 #include "common/backoff.h"
 #include "common/frame_protocol.h"
 #include "common/routing_table.h"
-#include "login_server/client_addr.h"
+#include "common/stream_buffer.h"
+#include "common/thread_check.h"
+#include "common/client_protocol.h"
 #include "login_server/pending_table.h"
-#include "login_server/request_plan.h"
 
 namespace imhash {
-
-// A client request on its way through a hash server.
-struct InFlight {
-  enum class Stage : uint8_t {
-    kFirst,      // sent under the worker's current table
-    kFallback,   // a LOOKUP missed at the new owner: asking the owner under the previous table
-    kRepair,     // copying a record found by a fallback read to its new owner (no client reply)
-    kOldDelete,  // LOGOUT during the grace period: deleting the copy at the previous owner first,
-                 // so no fallback read can find it once the client is told it logged out
-    kNewDelete,  // ... then at the owner (as kFirst, without repeating the step above)
-  };
-  ClientAsk ask{};
-  ClientAddr client{};
-  frame::FrameType type = frame::FrameType::kPing;
-  Stage stage = Stage::kFirst;
-  bool retried = false;         // re-sent once after MOVED, under a newer table
-  uint8_t flags = 0;            // frame flags (kFlagAnyOwner, kFlagIfAbsent)
-  uint8_t earlier = 0;          // kFallback/kOldDelete: the next earlier table to consult
-  uint32_t age_seconds = 0;     // kRepair: the age of the record copied
-  int64_t parked_until_ns = 0;  // waiting for a newer table after MOVED
-  int64_t received_ns = 0;      // when the client's datagram was read (for the latency histogram)
-};
 
 struct LinkSettings {
   std::chrono::milliseconds timeout{100};  // per request
@@ -51,16 +36,18 @@ struct LinkSettings {
   std::chrono::milliseconds backoff_initial{20};
   std::chrono::milliseconds backoff_max{2000};
   uint32_t max_in_flight = 4096;
+  // Down when this many requests in a row timed out and nothing arrived for `dead_after`.
   uint32_t down_after_timeouts = 3;
+  std::chrono::milliseconds dead_after{1000};
   std::string client_name = "login";
 };
 
-// What a link tells its worker.
+// What a link tells its worker, on the worker's thread.
 class LinkListener {
  public:
-  virtual void on_answer(InFlight& request, const frame::Response& response) = 0;
-  virtual void on_failure(InFlight& request, client::Status status) = 0;
-  // Called after a batch of answers or failures, so the worker can flush its replies.
+  virtual void on_answer(uint64_t token, const frame::Response& response) = 0;
+  virtual void on_failure(uint64_t token, client::Status status) = 0;
+  // Called after a batch of answers or failures, so the worker can flush what they caused.
   virtual void after_link_io() = 0;
 
  protected:
@@ -77,12 +64,14 @@ class HashLink {
   HashLink& operator=(const HashLink&) = delete;
 
   void start();
-  // Fails every request in flight with UNAVAILABLE and closes for good.
+  // Fails every frame in flight with UNAVAILABLE and closes for good.
   void close();
 
   State state() const { return state_; }
   bool up() const { return state_ == State::kUp; }
   bool full() const { return pending_.full(); }
+  // Up and not full: a frame submitted now is sent.
+  bool can_send() const { return up() && !full(); }
   uint32_t in_flight() const { return pending_.size(); }
   // True once the first connection attempt has succeeded or failed.
   bool first_attempt_done() const { return attempts_ > 0; }
@@ -91,14 +80,14 @@ class HashLink {
   const ServerInfo& server() const { return server_; }
   uint32_t shard() const { return shard_; }
 
-  // Queues a request. Precondition: up() && !full(). Returns true if the link had nothing queued
-  // (the caller should remember to flush() it).
-  bool submit(InFlight request, uint64_t table_version, int64_t now_ns);
+  // Queues `request` (its correlation is the link's to choose); its fate is reported under
+  // `token`. Precondition: can_send(). Returns true if the link had nothing queued (the caller
+  // should remember to flush() it).
+  bool submit(const frame::Request& request, uint64_t token, int64_t now_ns);
   // Writes everything queued with one system call (unless a write is already in progress; then the
   // queue goes out when it completes).
   void flush();
-  // Expires requests past their deadline (TIMEOUT) and marks the link down after
-  // `down_after_timeouts` consecutive ones.
+  // Expires frames past their deadline (TIMEOUT) and marks the link down when it went silent.
   void tick(int64_t now_ns);
 
  private:
@@ -107,6 +96,7 @@ class HashLink {
   boost::asio::awaitable<void> read_loop();
   void fail_all(client::Status status);
   void drop_connection();
+  bool on_thread() const { return ctx_.get_executor().running_in_this_thread(); }
 
   boost::asio::io_context& ctx_;
   LinkListener& listener_;
@@ -121,11 +111,12 @@ class HashLink {
   bool writing_ = false;
   uint32_t attempts_ = 0;
   uint32_t consecutive_timeouts_ = 0;
+  int64_t last_heard_ns_ = 0;  // the last answer (or the connection coming up)
   Backoff backoff_;
-  PendingTable<InFlight> pending_;
+  PendingTable<uint64_t> pending_;    // correlation -> the caller's token
   std::vector<uint8_t> queued_;       // frames waiting for the next write
   std::vector<uint8_t> writing_buf_;  // frames being written
-  std::vector<uint8_t> in_;
+  StreamBuffer in_;
   bool finished_ = false;  // run() has returned
 };
 

@@ -1,10 +1,11 @@
 #include "login_server/login_server.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <future>
 
+#include "common/endpoint.h"
+#include "common/lifecycle.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -32,8 +33,8 @@ udp::socket bind_udp(asio::io_context& ctx, const udp::endpoint& at) {
   return s;
 }
 
-// Waits (bounded) on the main thread for `done` to be set, running the io_context meanwhile so the
-// config link can bring the first table.
+// Runs the main io_context (bounded) until `done` is set, so the config link can bring the first
+// table.
 void run_until(asio::io_context& ctx, const bool& done, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done && std::chrono::steady_clock::now() < deadline) {
@@ -52,13 +53,13 @@ LoginServer::LoginServer(LoginServerConfig config)
 void LoginServer::committed(uint32_t worker, uint64_t version) {
   committed_[worker] = std::max(committed_[worker], version);
   const uint64_t all = *std::min_element(committed_.begin(), committed_.end());
-  if (config_link_ && all > 0) config_link_->ack(all);
+  if (control_.config_link() && all > 0) control_.config_link()->ack(all);
 }
 
 void LoginServer::sample_workers() {
   for (uint32_t i = 0; i < workers_.size(); ++i) {
     workers_[i]->snapshot(
-        [this, i](WorkerCounters c) { asio::post(ctx_, [this, i, c] { counters_[i] = c; }); });
+        [this, i](LoginCounters c) { asio::post(ctx_, [this, i, c] { counters_[i] = c; }); });
   }
   if (stopping_) return;
   sample_timer_.expires_after(std::chrono::milliseconds(500));
@@ -67,74 +68,62 @@ void LoginServer::sample_workers() {
   });
 }
 
-boost::json::object LoginServer::stats() const {
-  WorkerCounters sum;
+LoginCounters LoginServer::sum() const {
+  LoginCounters sum;
   for (const auto& c : counters_) sum += c;
-  boost::json::object o{
-      {"received", sum.received},           {"forwarded", sum.forwarded},
-      {"moved_retries", sum.moved_retries}, {"fallback_reads", sum.fallback_reads},
-      {"fallback_hits", sum.fallback_hits}, {"read_repairs", sum.read_repairs},
-      {"send_failures", sum.send_failures}};
-  for (uint8_t i = 0; i < 8; ++i) {
+  return sum;
+}
+
+boost::json::object LoginServer::stats() const {
+  const LoginCounters s = sum();
+  boost::json::object o;
+#define IMHASH_LOGIN_STAT(field, metric, help) o[#field] = s.field;
+  IMHASH_LOGIN_COUNTERS(IMHASH_LOGIN_STAT)
+#undef IMHASH_LOGIN_STAT
+  for (size_t i = 0; i < LoginCounters::kStatuses; ++i) {
     o[std::string("replies_") + client::to_string(static_cast<client::Status>(i))] =
-        sum.replies_by_status[i];
+        s.replies_by_status[i];
   }
   for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
-    o[std::string("dropped_") + to_string(static_cast<DropReason>(i))] = sum.dropped[i];
+    o[std::string("dropped_") + to_string(static_cast<DropReason>(i))] = s.dropped[i];
   }
   return o;
 }
 
-std::string LoginServer::render_metrics() const {
-  MetricsText m;
+void LoginServer::render_metrics(MetricsText& m) const {
   const auto routing = tables_.latest();
   m.gauge("imhash_table_version", "routing table version this server runs",
           routing ? static_cast<double>(routing->version()) : 0);
-  WorkerCounters sum;
-  std::vector<uint64_t> cumulative(WorkerCounters::kLatencyBuckets);
-  for (const auto& c : counters_) sum += c;
-
-  m.counter("imhash_login_datagrams_total", "datagrams received from clients",
-            static_cast<double>(sum.received));
-  for (uint8_t i = 0; i < 8; ++i) {
+  const LoginCounters s = sum();
+#define IMHASH_LOGIN_METRIC(field, metric, help) \
+  m.counter(metric, help, static_cast<double>(s.field));
+  IMHASH_LOGIN_COUNTERS(IMHASH_LOGIN_METRIC)
+#undef IMHASH_LOGIN_METRIC
+  for (size_t i = 0; i < LoginCounters::kStatuses; ++i) {
     m.counter("imhash_login_replies_total", "replies sent to clients, by status",
-              static_cast<double>(sum.replies_by_status[i]),
+              static_cast<double>(s.replies_by_status[i]),
               {{"status", client::to_string(static_cast<client::Status>(i))}});
   }
   for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
     m.counter("imhash_login_dropped_total", "datagrams dropped without a reply, by reason",
-              static_cast<double>(sum.dropped[i]),
+              static_cast<double>(s.dropped[i]),
               {{"reason", to_string(static_cast<DropReason>(i))}});
   }
-  m.counter("imhash_login_forwarded_total", "requests sent to hash servers",
-            static_cast<double>(sum.forwarded));
-  m.counter("imhash_login_moved_retries_total", "requests retried after MOVED",
-            static_cast<double>(sum.moved_retries));
-  m.counter("imhash_login_fallback_reads_total", "lookups retried at an earlier owner",
-            static_cast<double>(sum.fallback_reads));
-  m.counter("imhash_login_fallback_hits_total", "fallback reads that found the user",
-            static_cast<double>(sum.fallback_hits));
-  m.counter("imhash_login_read_repairs_total", "records copied to their new owner",
-            static_cast<double>(sum.read_repairs));
-  m.counter("imhash_login_send_failures_total", "replies the kernel refused to send",
-            static_cast<double>(sum.send_failures));
-  m.gauge("imhash_login_links", "links to hash server shards, by state", sum.links_up,
+  m.gauge("imhash_login_links", "links to hash server shards, by state", s.links_up,
           {{"state", "up"}});
-  m.gauge("imhash_login_links", "links to hash server shards, by state", sum.links_down,
+  m.gauge("imhash_login_links", "links to hash server shards, by state", s.links_down,
           {{"state", "down"}});
+  std::vector<uint64_t> cumulative(LoginCounters::kLatencyBuckets);
   uint64_t running = 0;
-  for (size_t i = 0; i < WorkerCounters::kLatencyBuckets; ++i) {
-    running += sum.latency[i];
+  for (size_t i = 0; i < LoginCounters::kLatencyBuckets; ++i) {
+    running += s.latency[i];
     cumulative[i] = running;
   }
   m.histogram("imhash_login_request_seconds",
               "time from a client's datagram to its reply, for requests sent to hash servers",
-              std::vector<double>(std::begin(WorkerCounters::kLatencyBounds),
-                                  std::end(WorkerCounters::kLatencyBounds)),
-              cumulative, sum.latency_sum_s);
-  m.gauge("imhash_config_link_up", "1 while registered with the config server",
-          config_link_ && config_link_->connected() ? 1 : 0);
-  return m.str();
+              std::vector<double>(std::begin(LoginCounters::kLatencyBounds),
+                                  std::end(LoginCounters::kLatencyBounds)),
+              cumulative, s.latency_sum_s);
 }
 
 void LoginServer::start_config_link(const std::string& udp_address) {
@@ -143,24 +132,20 @@ void LoginServer::start_config_link(const std::string& udp_address) {
   self.name = config_.name;
   self.address = udp_address;
   self.version = tables_.latest() ? tables_.latest()->version() : 0;
-  self.pid = static_cast<uint64_t>(::getpid());
   ConfigLink::Callbacks cb;
   cb.on_table = [this](control::TablePush push) {
     // Workers ack through committed() once they serve it; an old or equal version is acked now.
     if (!tables_.install(push.table, push.previous, std::chrono::milliseconds(push.grace_ms))) {
       const auto latest = tables_.latest();
-      if (latest) config_link_->ack(latest->version());
+      if (latest) control_.config_link()->ack(latest->version());
     }
   };
   cb.stats = [this] { return stats(); };
-  config_link_ = std::make_unique<ConfigLink>(ctx_, config_.config_address, self, std::move(cb));
-  // After a MOVED with a version we do not have, ask for it now rather than at the next heartbeat.
+  // A worker met a version we do not have: ask for it now rather than at the next heartbeat.
   tables_.set_on_stale([this] {
-    asio::post(ctx_, [this] {
-      if (config_link_) config_link_->heartbeat_now();
-    });
+    if (control_.config_link()) control_.config_link()->heartbeat_now();
   });
-  config_link_->start();
+  control_.start_config_link(std::move(self), std::move(cb));
 }
 
 void LoginServer::run() {
@@ -171,45 +156,40 @@ void LoginServer::run() {
   sockets.push_back(bind_udp(ctx_, at));
   at.port(sockets.front().local_endpoint().port());  // port 0: the others join the chosen port
   for (uint32_t i = 1; i < config_.threads; ++i) sockets.push_back(bind_udp(ctx_, at));
-  const std::string host =
-      at.address().is_v6() ? "[" + at.address().to_string() + "]" : at.address().to_string();
-  const std::string address = host + ":" + std::to_string(at.port());
+  const std::string address = format_host_port(at.address().to_string(), at.port());
 
   committed_.assign(config_.threads, 0);
-  counters_.assign(config_.threads, WorkerCounters{});
+  counters_.assign(config_.threads, LoginCounters{});
   for (uint32_t i = 0; i < config_.threads; ++i) {
-    workers_.push_back(std::make_unique<Worker>(i, config_.worker, &tables_));
+    workers_.push_back(std::make_unique<Worker>(i, config_.worker));
     workers_.back()->on_commit(
         [this, i](uint64_t v) { asio::post(ctx_, [this, i, v] { committed(i, v); }); });
+    workers_.back()->on_stale(
+        [this](uint64_t v) { asio::post(ctx_, [this, v] { tables_.refresh(v); }); });
   }
+  // The one listener, set before any table can arrive: every table goes to every worker.
   tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
+    have_table_ = true;
     for (auto& w : workers_) w->set_routing(r);
   });
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_[i]->start(sockets[i].release(), at.protocol());
   }
   if (auto routing = tables_.latest()) {
+    have_table_ = true;
     for (auto& w : workers_) w->set_routing(routing);
   }
   sample_workers();
-  if (!config_.config_address.empty()) {
+  if (control_.has_config_server()) {
     start_config_link(address);
     // Serve with a table from the start when the config server has one (bounded wait: the data
     // path never depends on the config server).
-    bool have_table = tables_.latest() != nullptr;
-    tables_.set_listener([this, &have_table](std::shared_ptr<const RoutingState> r) {
-      have_table = true;
-      for (auto& w : workers_) w->set_routing(r);
-    });
-    run_until(ctx_, have_table, std::chrono::seconds(3));
-    tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
-      for (auto& w : workers_) w->set_routing(r);
-    });
-    if (!have_table) spdlog::warn("no table yet: answering UNAVAILABLE until one arrives");
+    run_until(ctx_, have_table_, std::chrono::seconds(3));
+    if (!have_table_) spdlog::warn("no table yet: answering UNAVAILABLE until one arrives");
   }
 
   // Announce only once every link has been tried, so a client's first request finds them up.
-  if (tables_.latest()) {
+  if (have_table_) {
     std::vector<std::future<void>> tried;
     for (auto& w : workers_) {
       auto p = std::make_shared<std::promise<void>>();
@@ -232,8 +212,7 @@ void LoginServer::run() {
     stopping_ = true;
     reload_signal.cancel();
     sample_timer_.cancel();
-    if (config_link_) config_link_->stop();
-    if (metrics_) metrics_->stop();
+    control_.stop();
     for (auto& w : workers_) w->stop();
   });
   std::function<void()> wait_reload = [&] {
@@ -253,14 +232,12 @@ void LoginServer::run() {
   const auto routing = tables_.latest();
   spdlog::info("login server {}: {} threads, table version {}{}", config_.name, config_.threads,
                routing ? routing->version() : 0,
-               config_.config_address.empty() ? "" : ", config server " + config_.config_address);
+               control_.has_config_server()
+                   ? ", config server " + config_.control.config_address
+                   : "");
   announce_listening(address);
-  if (!config_.metrics_host.empty()) {
-    metrics_ = std::make_unique<MetricsServer>(ctx_, config_.metrics_host, config_.metrics_port,
-                                               [this] { return render_metrics(); });
-    metrics_->start();
-    announce_listening(metrics_->local_address());
-  }
+  control_.start_metrics([this](MetricsText& m) { render_metrics(m); });
+  const Lifecycle lifecycle(ctx_, [this] { return tables_.latest() != nullptr; });  // READY=1
   ctx_.run();
   for (auto& w : workers_) w->join();
   spdlog::info("stopped");

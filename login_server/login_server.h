@@ -1,16 +1,19 @@
-// LoginServer: the login server process: N workers sharing one UDP port through SO_REUSEPORT, the
-// routing table source, and signal handling (SIGTERM/SIGINT stop, SIGHUP re-reads the table file).
+// LoginServer: the login server process (docs/design.md, "The login server"): N workers sharing
+// one UDP port through SO_REUSEPORT, the routing table source, the config link and /metrics, and
+// signal handling (SIGTERM/SIGINT stop, SIGHUP re-reads the table file).
 //
-// Thread rules: construct and run() on the main thread.
+// Thread rules: construct and run() on the main thread; the table source, the config link and the
+// sampled counters live there, and workers reach them only by posting to it.
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/json/object.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/config_link.h"
-#include "common/metrics.h"
+#include "common/node_control.h"
+#include "login_server/login_counters.h"
 #include "login_server/table_source.h"
 #include "login_server/worker.h"
 
@@ -21,10 +24,8 @@ struct LoginServerConfig {
   uint16_t udp_port = 0;
   uint32_t threads = 1;
   std::string name = "login";
-  std::string table_file;      // may be empty with a config server
-  std::string config_address;  // config server HOST:PORT; empty: the table file only
-  std::string metrics_host;    // --metrics: Prometheus endpoint; empty: none
-  uint16_t metrics_port = 0;
+  std::string table_file;  // may be empty with a config server
+  NodeControl::Endpoints control;
   std::chrono::milliseconds grace{60000};  // file mode: fallback reads after a table change
   WorkerSettings worker;
 };
@@ -37,21 +38,22 @@ class LoginServer {
 
  private:
   void start_config_link(const std::string& udp_address);
-  // Main thread: a worker started serving `version`; ack once all of them do.
+  // A worker started serving `version`; ack once all of them do.
   void committed(uint32_t worker, uint64_t version);
   void sample_workers();
+  LoginCounters sum() const;
   boost::json::object stats() const;
-  std::string render_metrics() const;
+  void render_metrics(MetricsText& m) const;
 
   LoginServerConfig config_;
   TableSource tables_;
   boost::asio::io_context ctx_{1};
+  NodeControl control_{ctx_, config_.control};
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::unique_ptr<ConfigLink> config_link_;
-  std::unique_ptr<MetricsServer> metrics_;
-  std::vector<uint64_t> committed_;       // per worker
-  std::vector<WorkerCounters> counters_;  // per worker, sampled
+  std::vector<uint64_t> committed_;      // per worker
+  std::vector<LoginCounters> counters_;  // per worker, sampled
   boost::asio::steady_timer sample_timer_{ctx_};
+  bool have_table_ = false;
   bool stopping_ = false;
 };
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/key_file.h"
+#include "common/node_control.h"
 #include "common/options.h"
 #include "login_server/login_server.h"
 
@@ -18,22 +19,21 @@ int login_server_main(int argc, char** argv) {
       "udp", po::value<std::string>()->default_value("127.0.0.1:0"),
       "HOST:PORT to receive client datagrams on ([::]:PORT for dual stack; port 0: pick one)")(
       "table", po::value<std::string>(), "routing table file (JSON); SIGHUP re-reads it")(
-      "config", po::value<std::string>(),
-      "config server HOST:PORT: register there and take every table it pushes")(
       "threads", po::value<uint32_t>()->default_value(cores), "worker threads (default: cores)")(
       "idle-poll-us", po::value<uint32_t>()->default_value(200),
       "under heavy load (a worker busy at least half of the last millisecond), poll this long "
       "after the last event before sleeping, yielding the core between polls: fewer wake-ups, "
       "more CPU (0: always sleep at once)")(
-      "metrics", po::value<std::string>(),
-      "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a second "
-      "'listening on' line")(
       "timeout-ms", po::value<uint32_t>()->default_value(100),
       "deadline of a request at a hash server; the client then gets TIMEOUT")(
       "max-in-flight", po::value<uint32_t>()->default_value(4096),
       "requests in flight per link (per worker, hash server and shard); beyond: UNAVAILABLE")(
       "down-after", po::value<uint32_t>()->default_value(3),
-      "consecutive timeouts after which a link is marked down and probed")(
+      "a link is marked down and probed when this many requests in a row timed out and nothing "
+      "came back for --dead-after-ms")(
+      "dead-after-ms", po::value<uint32_t>()->default_value(1000),
+      "silence (no answer at all) after which a link whose requests time out is marked down; a "
+      "shard that is only slow keeps its link")(
       "grace-ms", po::value<uint32_t>()->default_value(60000),
       "with --table: after the file changes, how long a lookup that misses at the new owner is "
       "retried at the previous one (pushed tables bring their own)")(
@@ -46,6 +46,9 @@ int login_server_main(int argc, char** argv) {
       "requests per second per source address, per worker thread (0: no limit); beyond: "
       "RATE_LIMITED")("rate-burst", po::value<uint32_t>(),
                       "token bucket size per source address (default: 2 x --rate-limit)");
+  NodeControl::add_options(opts,
+                           "config server HOST:PORT: register there and take every table it "
+                           "pushes");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   LoginServerConfig config;
@@ -67,29 +70,24 @@ int login_server_main(int argc, char** argv) {
     throw UsageError("--max-in-flight must be 1 to 1048576");
   }
   link.down_after_timeouts = std::max(1u, opts.get<uint32_t>("down-after"));
+  const uint32_t dead_after = opts.get<uint32_t>("dead-after-ms");
+  if (dead_after > 600000) throw UsageError("--dead-after-ms must be 0 to 600000");
+  link.dead_after = std::chrono::milliseconds(dead_after);
   link.client_name = opts.get<std::string>("name");
   config.worker.tick =
       std::clamp(link.timeout / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(20));
   if (!opts.has("table") && !opts.has("config")) {
     throw UsageError("give --config HOST:PORT (a config server) or --table FILE (or both)");
   }
-  if (opts.has("config")) {
-    config.config_address = opts.get<std::string>("config");
-    parse_host_port(config.config_address, "--config");
-  }
+  config.control = NodeControl::endpoints(opts);
   if (opts.has("table")) config.table_file = opts.get<std::string>("table");
-  if (opts.has("metrics")) {
-    const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
-    config.metrics_host = m.host;
-    config.metrics_port = m.port;
-  }
   config.name = opts.get<std::string>("name");
   config.grace = std::chrono::milliseconds(opts.get<uint32_t>("grace-ms"));
   if (opts.has("auth-key-file")) {
-    config.worker.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));
+    config.worker.flow.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));
     spdlog::info("authentication on: LOGIN, HEARTBEAT and LOGOUT need a token");
   }
-  auto& limit = config.worker.rate_limit;
+  auto& limit = config.worker.flow.rate_limit;
   limit.rate = opts.get<uint32_t>("rate-limit");
   if (opts.has("rate-burst")) {
     limit.burst = opts.get<uint32_t>("rate-burst");
@@ -98,6 +96,8 @@ int login_server_main(int argc, char** argv) {
     limit.burst = static_cast<uint32_t>(std::min<uint64_t>(2ull * limit.rate, UINT32_MAX));
   }
   if (limit.rate != 0 && limit.burst == 0) limit.burst = 1;
+  config.worker.flow.park_ns = std::chrono::nanoseconds(link.timeout).count();
+  config.worker.flow.max_parked = link.max_in_flight;
   LoginServer server(std::move(config));
   server.run();
   return kExitOk;

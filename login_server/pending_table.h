@@ -1,6 +1,6 @@
 // PendingTable: the requests one link has in flight, keyed by correlation id, with a bounded
 // capacity. A correlation id is a slot index plus a generation, and freed slots are reused in FIFO
-// order, so a late reply to a timed-out request (DESIGN §5) never matches a newer request.
+// order, so a late reply to a timed-out request (docs/design.md §5) never matches a newer request.
 // Deadlines are kept in send order (one timeout for all), so expiry looks only at the oldest.
 //
 // Not thread-safe: owned by one link, on its worker's thread.

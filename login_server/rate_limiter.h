@@ -1,4 +1,4 @@
-// RateLimiter: a token bucket per source IP address (DESIGN §6), for one login server worker.
+// RateLimiter: a token bucket per source IP address (docs/design.md §6), for one login server worker.
 // Buckets are keyed by address only, not port: many users share a carrier-grade NAT address,
 // hence the generous default rate (login_server --rate-limit). Each worker thread has its own
 // limiter and nothing is shared, so the effective limit for a source is per thread: a source whose

@@ -1,5 +1,5 @@
 // Turning a client datagram into what the login server must do with it, and a hash server's answer
-// into the client's reply (DESIGN §1). Pure: no sockets, no clock; any thread. The worker
+// into the client's reply (docs/design.md §1). Pure: no sockets, no clock; any thread. The worker
 // (login_server/worker.h) supplies the datagram, its source and the current table version.
 #pragma once
 
@@ -40,7 +40,7 @@ struct Plan {
   TokenCheck auth = TokenCheck::kOk;  // with auth on: why a request was answered UNAUTHORIZED
 };
 
-// Authentication (DESIGN §6), when the login server has a key: LOGIN, HEARTBEAT and LOGOUT need a
+// Authentication (docs/design.md §6), when the login server has a key: LOGIN, HEARTBEAT and LOGOUT need a
 // valid TOKEN for the header's user_id, unexpired at `now` (Unix seconds); LOOKUP and PING need
 // none. The keyed MAC (one per worker thread) is owned elsewhere and outlives the policy.
 struct AuthPolicy {

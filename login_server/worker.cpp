@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
-#include <cassert>
 #include <ctime>
 
+#include "common/clock.h"
 #include "common/event_loop.h"
 
 namespace asio = boost::asio;
@@ -13,18 +13,12 @@ namespace asio = boost::asio;
 namespace imhash {
 
 using client::Status;
-using namespace frame;
 
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string group_key(const ServerInfo& s) {
-  return s.name + "|" + s.address + "|" + std::to_string(s.shards);
+// Links are kept per server identity: a server whose address or shard count changed gets new ones.
+bool same_server(const ServerInfo& a, const ServerInfo& b) {
+  return a.name == b.name && a.address == b.address && a.shards == b.shards;
 }
 
 // Receive buffers: datagrams larger than this arrive truncated and are answered BAD_REQUEST.
@@ -34,14 +28,11 @@ constexpr int kReceiveRounds = 8;
 
 }  // namespace
 
-Worker::Worker(uint32_t index, const WorkerSettings& settings, TableSource* tables)
+Worker::Worker(uint32_t index, const WorkerSettings& settings)
     : index_(index),
       settings_(settings),
-      tables_(tables),
       tick_timer_(ctx_),
-      token_mac_(settings.auth_key.empty() ? nullptr
-                                           : std::make_unique<TokenMac>(settings.auth_key)),
-      limiter_(settings.rate_limit) {}
+      flow_(settings.flow, *this, counters_) {}
 
 Worker::~Worker() { join(); }
 
@@ -49,7 +40,10 @@ void Worker::start(int udp_fd, asio::ip::udp protocol) {
   udp_.emplace(ctx_, protocol, udp_fd);
   asio::co_spawn(ctx_, receive_loop(), asio::detached);
   schedule_tick();
-  thread_ = std::thread([this] { run_event_loop(ctx_, settings_.idle_poll); });
+  thread_ = std::thread([this] {
+    thread_check_.bind();
+    run_event_loop(ctx_, settings_.idle_poll);
+  });
 }
 
 void Worker::join() {
@@ -79,43 +73,14 @@ void Worker::check_links_tried() {
   done();
 }
 
-void Worker::snapshot(std::function<void(WorkerCounters)> done) {
+void Worker::snapshot(std::function<void(LoginCounters)> done) {
   asio::post(ctx_, [this, done = std::move(done)] {
-    WorkerCounters c = counters_;
+    LoginCounters c = counters_;
     for (const auto& g : groups_) {
       for (const auto& l : g.shards) (l->up() ? c.links_up : c.links_down) += 1;
     }
     done(c);
   });
-}
-
-WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) {
-  received += o.received;
-  forwarded += o.forwarded;
-  moved_retries += o.moved_retries;
-  fallback_reads += o.fallback_reads;
-  fallback_hits += o.fallback_hits;
-  read_repairs += o.read_repairs;
-  send_failures += o.send_failures;
-  links_up += o.links_up;
-  links_down += o.links_down;
-  latency_sum_s += o.latency_sum_s;
-  for (size_t i = 0; i < std::size(replies_by_status); ++i)
-    replies_by_status[i] += o.replies_by_status[i];
-  for (size_t i = 0; i < std::size(dropped); ++i) dropped[i] += o.dropped[i];
-  for (size_t i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
-  return *this;
-}
-
-void Worker::record_latency(const InFlight& request) {
-  if (request.received_ns == 0) return;
-  const double s = static_cast<double>(now_ns() - request.received_ns) / 1e9;
-  size_t i = 0;
-  while (i < std::size(WorkerCounters::kLatencyBounds) && s > WorkerCounters::kLatencyBounds[i]) {
-    ++i;
-  }
-  ++counters_.latency[i];
-  counters_.latency_sum_s += s;
 }
 
 void Worker::stop() {
@@ -127,7 +92,10 @@ void Worker::stop() {
   });
 }
 
+// ---- tables and links ---------------------------------------------------------------------------
+
 void Worker::install(std::shared_ptr<const RoutingState> routing) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
   const uint64_t have = pending_ ? pending_->version() : (routing_ ? routing_->version() : 0);
   if (!routing || !routing->current || routing->version() <= have) return;
   pending_ = std::move(routing);
@@ -135,17 +103,18 @@ void Worker::install(std::shared_ptr<const RoutingState> routing) {
   // been tried, so a server joining the table is not reported UNAVAILABLE while it is dialled;
   // until then requests keep using the current table.
   for (const ServerInfo& s : pending_->current->table().servers) {
-    const std::string key = group_key(s);
-    auto has_key = [&](const LinkGroup& g) { return g.key == key && !g.shards.empty(); };
-    if (std::any_of(groups_.begin(), groups_.end(), has_key) ||
-        std::any_of(warming_.begin(), warming_.end(), has_key)) {
+    auto has = [&](const LinkGroup& g) {
+      return !g.shards.empty() && same_server(g.shards.front()->server(), s);
+    };
+    if (std::any_of(groups_.begin(), groups_.end(), has) ||
+        std::any_of(warming_.begin(), warming_.end(), has)) {
       continue;
     }
-    LinkGroup g{key, {}};
+    LinkGroup g;
     for (uint32_t shard = 0; shard < s.shards; ++shard) {
       // A server that comes back within the grace period gets its retired links back.
       auto old = std::find_if(retired_.begin(), retired_.end(), [&](const auto& l) {
-        return l->state() != HashLink::State::kClosed && group_key(l->server()) == key &&
+        return l->state() != HashLink::State::kClosed && same_server(l->server(), s) &&
                l->shard() == shard;
       });
       if (old != retired_.end()) {
@@ -155,7 +124,7 @@ void Worker::install(std::shared_ptr<const RoutingState> routing) {
       }
       g.shards.push_back(std::make_unique<HashLink>(
           ctx_, *this, settings_.link, s, shard,
-          (uint64_t{index_} << 32) ^ shard ^ std::hash<std::string>{}(key)));
+          (uint64_t{index_} << 32) ^ shard ^ std::hash<std::string>{}(s.name + s.address)));
       g.shards.back()->start();
     }
     warming_.push_back(std::move(g));
@@ -174,11 +143,11 @@ void Worker::try_commit() {
   // finish what they carry, and serve fallback reads until the grace period ends).
   std::vector<LinkGroup> next;
   for (const ServerInfo& s : pending_->current->table().servers) {
-    const std::string key = group_key(s);
-    LinkGroup g{key, {}};
+    LinkGroup g;
     for (auto* pool : {&groups_, &warming_}) {
       for (auto& candidate : *pool) {
-        if (g.shards.empty() && candidate.key == key && !candidate.shards.empty()) {
+        if (g.shards.empty() && !candidate.shards.empty() &&
+            same_server(candidate.shards.front()->server(), s)) {
           g.shards = std::move(candidate.shards);
           candidate.shards.clear();
         }
@@ -195,24 +164,45 @@ void Worker::try_commit() {
   groups_ = std::move(next);
   routing_ = std::move(pending_);
   pending_.reset();
-  router_ = routing_->current.get();
   spdlog::debug("worker {}: table version {}", index_, routing_->version());
   if (on_commit_) on_commit_(routing_->version());
-
-  // Requests that met MOVED and waited for this table go out again, once.
-  std::vector<InFlight> parked;
-  parked.swap(parked_);
-  const int64_t now = now_ns();
-  for (auto& r : parked) forward(std::move(r), now);
+  flow_.set_routing(routing_, monotonic_ns(), actions_);
+  execute();
   flush_links();
   flush_replies();
+}
+
+HashLink* Worker::link_for(const LinkTarget& target) const {
+  if (target.current != LinkTarget::kNotCurrent) {
+    if (target.current >= groups_.size()) return nullptr;
+    const auto& shards = groups_[target.current].shards;
+    return target.shard < shards.size() ? shards[target.shard].get() : nullptr;
+  }
+  for (const auto& l : retired_) {
+    if (l->shard() == target.shard && same_server(l->server(), *target.server)) return l.get();
+  }
+  return nullptr;
+}
+
+bool Worker::can_send(const LinkTarget& target) const {
+  const HashLink* link = link_for(target);
+  return link && link->can_send();
+}
+
+uint32_t Worker::links_in_flight() const {
+  uint32_t n = 0;
+  for (const auto& g : groups_) {
+    for (const auto& l : g.shards) n += l->in_flight();
+  }
+  for (const auto& l : retired_) n += l->in_flight();
+  return n;
 }
 
 void Worker::schedule_tick() {
   tick_timer_.expires_after(settings_.tick);
   tick_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    const int64_t now = now_ns();
+    const int64_t now = monotonic_ns();
     for (auto& g : groups_) {
       for (auto& l : g.shards) l->tick(now);
     }
@@ -221,16 +211,14 @@ void Worker::schedule_tick() {
       l->tick(now);
       if (l->in_flight() == 0 && (!in_grace || stopping_)) l->close();
     }
-    std::erase_if(parked_, [&](InFlight& r) {
-      if (r.parked_until_ns > now) return false;
-      fail(r, Status::kTimeout);
-      return true;
-    });
+    flow_.tick(now, actions_);
+    execute();
     std::erase_if(retired_, [](const auto& l) { return l->finished(); });
     try_commit();
+    flush_links();
     flush_replies();
     check_links_tried();
-    if (stopping_ && in_flight() == 0 && parked_.empty()) {
+    if (stopping_ && flow_.active() == 0 && links_in_flight() == 0) {
       // Everything answered: close the links; the io_context then runs out of work.
       for (auto* pool : {&groups_, &warming_}) {
         for (auto& g : *pool) {
@@ -246,14 +234,7 @@ void Worker::schedule_tick() {
   });
 }
 
-uint32_t Worker::in_flight() const {
-  uint32_t n = 0;
-  for (const auto& g : groups_) {
-    for (const auto& l : g.shards) n += l->in_flight();
-  }
-  for (const auto& l : retired_) n += l->in_flight();
-  return n;
-}
+// ---- the data path ------------------------------------------------------------------------------
 
 asio::awaitable<void> Worker::receive_loop() {
   std::vector<uint8_t> storage(kBatch * kDatagramBuffer);
@@ -276,11 +257,13 @@ asio::awaitable<void> Worker::receive_loop() {
       }
       const int n = recvmmsg(fd, msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
       if (n <= 0) break;
-      const int64_t now = now_ns();
-      unix_now_ = static_cast<uint32_t>(std::time(nullptr));
+      const int64_t now = monotonic_ns();
+      const auto unix_now = static_cast<uint32_t>(std::time(nullptr));
       for (int i = 0; i < n; ++i) {
         from[i].len = msgs[i].msg_hdr.msg_namelen;
-        handle_datagram(storage.data() + i * kDatagramBuffer, msgs[i].msg_len, from[i], now);
+        flow_.on_datagram({storage.data() + i * kDatagramBuffer, msgs[i].msg_len}, from[i], now,
+                          unix_now, actions_);
+        execute();
       }
       flush_links();
       flush_replies();
@@ -289,190 +272,56 @@ asio::awaitable<void> Worker::receive_loop() {
   }
 }
 
-void Worker::handle_datagram(const uint8_t* data, size_t size, const ClientAddr& from,
-                             int64_t now) {
-  ++counters_.received;
-  uint8_t reply_buf[client::kMinDatagram];
-  const Endpoint source = from.endpoint();
-  Plan plan;
-  if (!limiter_.allow(source, now)) {
-    plan = plan_rate_limited({data, size}, reply_buf);
-  } else {
-    const AuthPolicy auth{.mac = token_mac_.get(), .now = unix_now_};
-    plan = plan_request({data, size}, source, routing_ ? routing_->version() : 0, reply_buf,
-                        token_mac_ ? &auth : nullptr);
-  }
-  switch (plan.kind) {
-    case Plan::kDrop:
-      ++counters_.dropped[static_cast<size_t>(plan.drop)];
-      return;
-    case Plan::kReply:
-      reply(from, reply_buf, plan.reply_size, plan.status);
-      return;
-    case Plan::kForward:
-      forward(
-          InFlight{.ask = plan.ask, .client = from, .type = plan.frame_type, .received_ns = now},
-          now);
-      return;
-  }
-}
-
-void Worker::fail(InFlight& request, Status status) {
-  if (request.stage == InFlight::Stage::kRepair) return;  // nobody waits for a repair
-  record_latency(request);
-  uint8_t buf[client::kHeaderSize];
-  reply(request.client, buf, reply_with_status(request.ask, status, buf), status);
-}
-
-void Worker::forward(InFlight request, int64_t now) {
-  if (!router_) {
-    fail(request, Status::kUnavailable);
-    return;
-  }
-  if (request.type == FrameType::kDelete && request.stage == InFlight::Stage::kFirst &&
-      delete_old_copy(request, now)) {
-    return;
-  }
-  const Route route = router_->route(request.ask.user_id);
-  HashLink* link = groups_[route.server].shards[route.shard].get();
-  if (!link->up() || link->full()) {
-    // Down, or as many requests in flight as we allow: fail fast rather than queue without bound.
-    fail(request, Status::kUnavailable);
-    return;
-  }
-  ++counters_.forwarded;
-  if (link->submit(std::move(request), router_->version(), now)) dirty_.push_back(link);
-}
-
-HashLink* Worker::link_to(const ServerInfo& server, uint32_t shard) {
-  const std::string key = group_key(server);
-  for (auto& g : groups_) {
-    if (g.key == key && shard < g.shards.size()) {
-      return g.shards[shard]->up() ? g.shards[shard].get() : nullptr;
+void Worker::execute() {
+  // An action may lead to more (a frame that cannot be sent fails its request at once); they are
+  // appended to actions_ and run in the same pass.
+  if (executing_) return;
+  executing_ = true;
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    FlowAction& a = actions_[i];
+    switch (a.kind) {
+      case FlowAction::kSend: {
+        HashLink* link = link_for(a.target);
+        if (!link || !link->can_send()) {
+          const uint64_t token = a.token;  // `a` may move when the failure appends its reply
+          flow_.on_failure(token, Status::kUnavailable, monotonic_ns(), actions_);
+          break;
+        }
+        if (link->submit(a.frame, a.token, monotonic_ns())) dirty_.push_back(link);
+        break;
+      }
+      case FlowAction::kReply:
+        reply(a.to, a.reply, a.reply_size, a.status);
+        break;
+      case FlowAction::kNeedTable:
+        if (on_stale_) on_stale_(a.version);
+        break;
     }
   }
-  for (auto& l : retired_) {
-    if (l->shard() == shard && l->up() && group_key(l->server()) == key) return l.get();
-  }
-  return nullptr;
+  actions_.clear();
+  executing_ = false;
 }
 
-HashLink* Worker::earlier_owner(uint64_t id, uint8_t& from, uint64_t& version, int64_t now) {
-  if (!routing_) return nullptr;
-  const ServerInfo& owner = router_->owner_info(id);
-  for (; from < routing_->earlier.size(); ++from) {
-    const auto& e = routing_->earlier[from];
-    if (now >= e.grace_until_ns) continue;
-    const Route r = e.router->route(id);
-    const ServerInfo& then = e.router->table().servers[r.server];
-    if (then.name == owner.name && then.address == owner.address) continue;
-    HashLink* link = link_to(then, r.shard);
-    if (!link || link->full()) continue;  // unreachable: nothing to read or delete there now
-    version = e.router->version();
-    ++from;
-    return link;
-  }
-  return nullptr;
+void Worker::on_answer(uint64_t token, const frame::Response& response) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  flow_.on_answer(token, response, monotonic_ns(), actions_);
+  execute();
 }
 
-bool Worker::delete_old_copy(InFlight& request, int64_t now) {
-  // LOGOUT during a grace period: delete the copies at earlier owners first, so that no fallback
-  // read can find the user once the client is told it logged out.
-  uint64_t version = 0;
-  HashLink* link = earlier_owner(request.ask.user_id, request.earlier, version, now);
-  if (!link) return false;
-  request.stage = InFlight::Stage::kOldDelete;
-  request.flags = kFlagAnyOwner;
-  if (link->submit(std::move(request), version, now)) dirty_.push_back(link);
-  return true;
+void Worker::on_failure(uint64_t token, Status status) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  flow_.on_failure(token, status, monotonic_ns(), actions_);
+  execute();
 }
-
-bool Worker::try_fallback_read(InFlight& request, int64_t now) {
-  // DESIGN §4 step 3: during the grace period a lookup that misses at the new owner is retried at
-  // the owner under the previous table(s); a user who logged in before the move is never missing.
-  if (request.type != FrameType::kGet) return false;
-  uint64_t version = 0;
-  HashLink* link = earlier_owner(request.ask.user_id, request.earlier, version, now);
-  if (!link) return false;
-  ++counters_.fallback_reads;
-  request.stage = InFlight::Stage::kFallback;
-  request.flags = kFlagAnyOwner;
-  if (link->submit(std::move(request), version, now)) dirty_.push_back(link);
-  return true;
-}
-
-void Worker::read_repair(const InFlight& request, const Response& found, int64_t now) {
-  // Copy the record to its new owner, keeping its age, unless the user wrote there meanwhile.
-  InFlight repair;
-  repair.ask = request.ask;
-  repair.ask.endpoint = found.endpoint;
-  repair.type = FrameType::kUpsert;
-  repair.stage = InFlight::Stage::kRepair;
-  repair.flags = kFlagIfAbsent;
-  repair.age_seconds = found.age_seconds;
-  const Route route = router_->route(request.ask.user_id);
-  HashLink* link = groups_[route.server].shards[route.shard].get();
-  if (!link->up() || link->full()) return;  // best effort: the next heartbeat writes it anyway
-  ++counters_.read_repairs;
-  if (link->submit(std::move(repair), router_->version(), now)) dirty_.push_back(link);
-}
-
-void Worker::on_answer(InFlight& request, const Response& response) {
-  const int64_t now = now_ns();
-  if (request.stage == InFlight::Stage::kRepair) return;
-  if (request.stage == InFlight::Stage::kOldDelete) {
-    // That old copy is gone (or was never there): the next earlier owner's, then the owner's.
-    if (delete_old_copy(request, now)) return;
-    request.stage = InFlight::Stage::kNewDelete;
-    request.flags = 0;
-    forward(std::move(request), now);
-    return;
-  }
-  if (response.status == FrameStatus::kMoved && !request.retried) {
-    // The hash server has a newer table: take it and retry once (DESIGN §2). If it is not at hand
-    // yet (pushed tables), park the request until it arrives, within the request's deadline.
-    if (tables_ && response.table_version > (routing_ ? routing_->version() : 0)) {
-      install(tables_->refresh());
-    }
-    ++counters_.moved_retries;
-    // Start over under the newer table: a LOGOUT deletes the old copies that table knows of too.
-    request.retried = true;
-    request.stage = InFlight::Stage::kFirst;
-    request.earlier = 0;
-    request.flags = 0;
-    if (routing_ && routing_->version() >= response.table_version) {
-      forward(std::move(request), now);
-    } else if (parked_.size() < settings_.link.max_in_flight) {
-      request.parked_until_ns =
-          now +
-          std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.link.timeout).count();
-      parked_.push_back(std::move(request));
-    } else {
-      fail(request, Status::kUnavailable);
-    }
-    return;
-  }
-  if (response.status == FrameStatus::kNotFound && try_fallback_read(request, now)) return;
-  if (request.stage == InFlight::Stage::kFallback && response.status == FrameStatus::kOk) {
-    ++counters_.fallback_hits;
-    read_repair(request, response, now);
-  }
-  record_latency(request);
-  uint8_t buf[client::kMinDatagram];
-  Status status;
-  const size_t n = reply_from_response(request.ask, response, buf, status);
-  reply(request.client, buf, n, status);
-}
-
-void Worker::on_failure(InFlight& request, Status status) { fail(request, status); }
 
 void Worker::after_link_io() {
+  IMHASH_ON_OWNER_THREAD(on_thread());
   flush_links();
   flush_replies();
 }
 
 void Worker::reply(const ClientAddr& to, const uint8_t* data, size_t size, Status status) {
-  ++counters_.replies_by_status[static_cast<uint8_t>(status) & 7];
+  ++counters_.replies_by_status[static_cast<uint8_t>(status) & (LoginCounters::kStatuses - 1)];
   if (size == 0) return;
   OutSlot& slot = out_[out_count_++];
   slot.to = to;

@@ -1,67 +1,41 @@
-// Worker: one login server thread (DESIGN §2, §5). It owns a SO_REUSEPORT UDP socket, its own
-// io_context, and links to every shard of every hash server; datagrams are received and replies
-// sent in batches (recvmmsg/sendmmsg), and the requests of one burst that go to one link leave in
-// one write. Nothing is shared with other workers on the data path except immutable tables.
+// Worker: one login server thread (docs/design.md, "The login server"). It owns a SO_REUSEPORT
+// UDP socket, its own io_context, links to every shard of every hash server, and the request flow
+// that decides what happens to each request (login_server/request_flow.h). The worker does the
+// I/O: datagrams are received and replies sent in batches (recvmmsg/sendmmsg), the frames one
+// burst puts on one link leave in one write, and the links are opened, kept and retired as tables
+// change. Nothing is shared with other workers on the data path except immutable tables.
 //
-// Thread rules: construct, start() and join() on the main thread; set_router() and stop() from any
-// thread (they post); everything else on the worker's thread.
+// Thread rules: construct, start() and join() on the main thread; set_routing(), stop(),
+// when_links_tried() and snapshot() from any thread (they post); everything else on the worker's
+// own thread (checked in debug builds).
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <boost/asio.hpp>
-#include <iterator>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
-#include "common/router.h"
 #include "login_server/hash_link.h"
-#include "login_server/rate_limiter.h"
-#include "login_server/table_source.h"
+#include "login_server/login_counters.h"
+#include "login_server/request_flow.h"
+#include "login_server/routing_state.h"
 
 namespace imhash {
 
-struct WorkerCounters {
-  uint64_t received = 0;
-  uint64_t dropped[static_cast<size_t>(DropReason::kCount)] = {};
-  uint64_t replies_by_status[8] = {};
-  uint64_t forwarded = 0;
-  uint64_t moved_retries = 0;
-  uint64_t fallback_reads = 0;
-  uint64_t fallback_hits = 0;
-  uint64_t read_repairs = 0;
-  uint64_t send_failures = 0;
-  // Time from receiving a forwarded request to queueing its reply (not for PING and errors
-  // answered at once). Bucket i counts latencies up to kLatencyBounds[i]; the last is above all.
-  static constexpr double kLatencyBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                              0.01,   0.025,   0.05,   0.1,   0.25};
-  static constexpr size_t kLatencyBuckets = std::size(kLatencyBounds) + 1;
-  uint64_t latency[kLatencyBuckets] = {};
-  double latency_sum_s = 0;
-  // Filled by snapshot(): links by state.
-  uint32_t links_up = 0;
-  uint32_t links_down = 0;
-
-  // Adds another worker's counters (to sum a server's).
-  WorkerCounters& operator+=(const WorkerCounters& o);
-};
-
 struct WorkerSettings {
   LinkSettings link;
+  FlowSettings flow;
   std::chrono::milliseconds tick{10};
   // How long the event loop keeps polling after its last event while busy (common/event_loop.h).
   std::chrono::microseconds idle_poll{0};
-  // DESIGN §6. Empty: authentication off. Otherwise LOGIN/HEARTBEAT/LOGOUT need a TOKEN MACed
-  // with this key (login_server --auth-key-file).
-  std::vector<uint8_t> auth_key;
-  // Per source address and per worker thread (see login_server/rate_limiter.h); rate 0: off.
-  RateLimit rate_limit;
 };
 
-class Worker final : public LinkListener {
+class Worker final : public LinkListener, public LinkView {
  public:
-  Worker(uint32_t index, const WorkerSettings& settings, TableSource* tables);
+  Worker(uint32_t index, const WorkerSettings& settings);
   ~Worker();
 
   // Starts the thread serving `udp_fd` (a bound, non-blocking UDP socket; the worker owns it).
@@ -74,68 +48,65 @@ class Worker final : public LinkListener {
   void when_links_tried(std::function<void()> done);
   // Called on the worker's thread with each table version it starts serving.
   void on_commit(std::function<void(uint64_t version)> f) { on_commit_ = std::move(f); }
+  // Called on the worker's thread when a hash server has a newer table version than the worker;
+  // whoever owns the table source fetches it (the worker itself does no file or table I/O).
+  void on_stale(std::function<void(uint64_t version)> f) { on_stale_ = std::move(f); }
   // Copies the counters on the worker's thread and passes them to `done` there.
-  void snapshot(std::function<void(WorkerCounters)> done);
+  void snapshot(std::function<void(LoginCounters)> done);
+
+  // LinkListener and LinkView: called by this worker's links and request flow.
+  void on_answer(uint64_t token, const frame::Response& response) override;
+  void on_failure(uint64_t token, client::Status status) override;
+  void after_link_io() override;
+  bool can_send(const LinkTarget& target) const override;
 
  private:
+  // The links to every shard of one server; the server is shards.front()->server().
+  struct LinkGroup {
+    std::vector<std::unique_ptr<HashLink>> shards;
+  };
+
   boost::asio::awaitable<void> receive_loop();
-  void handle_datagram(const uint8_t* data, size_t size, const ClientAddr& from, int64_t now);
-  void forward(InFlight request, int64_t now);
   void install(std::shared_ptr<const RoutingState> routing);
   // Makes the pending routing current once every link it needs has been tried.
   void try_commit();
-  // The link to `server`/`shard` under any table still in use (current, or retired during the
-  // grace period); null if none is up.
-  HashLink* link_to(const ServerInfo& server, uint32_t shard);
-  bool try_fallback_read(InFlight& request, int64_t now);
-  // During grace periods: the owner of `id` under an earlier table (from index `from` on, newest
-  // first) that differs from its owner now and is reachable; sets `from` to the index after it.
-  HashLink* earlier_owner(uint64_t id, uint8_t& from, uint64_t& version, int64_t now);
-  bool delete_old_copy(InFlight& request, int64_t now);
-  void read_repair(const InFlight& request, const frame::Response& found, int64_t now);
-  void fail(InFlight& request, client::Status status);
-  void record_latency(const InFlight& request);
-  void on_answer(InFlight& request, const frame::Response& response) override;
-  void on_failure(InFlight& request, client::Status status) override;
-  void after_link_io() override;
+  HashLink* link_for(const LinkTarget& target) const;
+  // Carries out what the request flow decided (actions_), including what that causes in turn.
+  void execute();
   void reply(const ClientAddr& to, const uint8_t* data, size_t size, client::Status status);
   void flush_replies();
   void flush_links();
   void schedule_tick();
-  uint32_t in_flight() const;
+  uint32_t links_in_flight() const;
   void check_links_tried();
+  bool on_thread() const { return thread_check_.owned(); }
 
   const uint32_t index_;
   const WorkerSettings& settings_;
-  TableSource* const tables_;  // may be null (tests)
 
   boost::asio::io_context ctx_{1};
   std::optional<boost::asio::ip::udp::socket> udp_;
   boost::asio::steady_timer tick_timer_;
   std::thread thread_;
+  ThreadCheck thread_check_;  // bound to thread_ when it starts
 
   // Owned by the worker thread.
+  LoginCounters counters_;
+  RequestFlow flow_;
+  FlowActions actions_;
+  bool executing_ = false;
   std::shared_ptr<const RoutingState> routing_;
-  const Router* router_ = nullptr;  // routing_->current
-  struct LinkGroup {
-    std::string key;  // name|address|shards: a changed server gets new links
-    std::vector<std::unique_ptr<HashLink>> shards;
-  };
-  std::vector<LinkGroup> groups_;                // indexed like router_->table().servers
+  std::vector<LinkGroup> groups_;                // indexed like routing_->current's servers
   std::shared_ptr<const RoutingState> pending_;  // newer, waiting for its new links
   std::vector<LinkGroup> warming_;               // links opened for pending_
   // Links of servers no longer in the table: kept for fallback reads until the grace period ends,
   // then closed once idle and destroyed once finished().
   std::vector<std::unique_ptr<HashLink>> retired_;
-  std::vector<InFlight> parked_;  // MOVED, waiting (bounded in time) for a newer table
   std::vector<HashLink*> dirty_;  // links with queued frames
   bool stopping_ = false;
   std::function<void()> links_tried_;
   std::function<void(uint64_t)> on_commit_;
-  WorkerCounters counters_;
-  std::unique_ptr<TokenMac> token_mac_;  // keyed once; null: authentication off
-  RateLimiter limiter_;
-  uint32_t unix_now_ = 0;  // wall clock seconds, read once per receive burst (token expiry)
+  std::function<void(uint64_t)> on_stale_;
 
   // Batched replies, sent with sendmmsg.
   static constexpr size_t kBatch = 64;

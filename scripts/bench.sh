@@ -55,7 +55,7 @@ records="${BENCH_RECORDS:-10000000}"
 work=$(mktemp -d /tmp/imhash-bench.XXXXXX)
 
 bench_hash() {
-  build_release --bench
+  build_release --bench -DIMHASH_WERROR=ON
   # The load generator needs a core of its own, as redis-benchmark does beside the single-threaded
   # redis-server: give the hash server the others (at least one shard).
   local shards=$(( $(nproc) > 1 ? $(nproc) - 1 : 1 )) part
@@ -191,7 +191,7 @@ bench_rates_ab() {
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 bench_e2e() {
-  build_release --bench
+  build_release --bench -DIMHASH_WERROR=ON
   local yardstick="$IMHASH_ROOT/../shared/bench/udp_limit.c"
   [[ -f "$yardstick" ]] || { echo "bench.sh: $yardstick not found (shared/ beside the repo)" >&2; exit 1; }
   cc -O2 -o "$work/udp_limit" "$yardstick"
@@ -247,18 +247,12 @@ bench_e2e() {
 }
 
 bench_purge() {
-  build_release --bench
+  build_release --bench -DIMHASH_WERROR=ON
   host_note
   local n="${BENCH_PURGE_RECORDS:-5000000}" first=1000000000
-  touch "$work/config.out"
-  "$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
-    --state-dir "$work/state" --heartbeat-ms 250 --grace-ms 1000 --auto-purge off \
-    --initial-mode range >"$work/config.out" 2>"$work/config.log" &
-  STARTED_PIDS+=($!)
-  for _ in $(seq 1 200); do [[ $(grep -c '^listening on' "$work/config.out") -ge 2 ]] && break; sleep 0.05; done
-  local config admin
-  config=$(sed -n '1s/^listening on //p' "$work/config.out")
-  admin=$(sed -n '2s/^listening on //p' "$work/config.out")
+  start_config_server "$work" --heartbeat-ms 250 --grace-ms 1000 --auto-purge off \
+    --initial-mode range
+  local config=$CONFIG_ADDR admin=$ADMIN_ADDR
   local imctl="$IMHASH_BUILD/config_server/imctl --admin $admin"
   local hash1_pid hash1_addr
   for i in 1 2; do
@@ -266,7 +260,7 @@ bench_purge() {
       --name "hash$i" --shards 1 --config "$config" --log-level warn
     [[ $i == 1 ]] && { hash1_pid=$DAEMON_PID; hash1_addr=$LISTEN_ADDR; }
   done
-  for _ in $(seq 1 100); do $imctl --json status | grep -q '"name":"hash2"' && break; sleep 0.05; done
+  wait_registered "$admin" hash2 || true
   $imctl server add hash1 hash2 >/dev/null
   start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
     --config "$config" --threads 1 --rate-limit 0 --log-level warn

@@ -17,21 +17,15 @@ say "Building (first run: installs packages and compiles, a few minutes)"
 build_release
 
 say "Starting a config server, three hash servers and a login server on 127.0.0.1"
-touch "$work/config.out"
-"$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
-  --state-dir "$work/state" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range \
-  >"$work/config.out" 2>"$work/config.log" &
-STARTED_PIDS+=($!)
-for _ in $(seq 1 200); do [[ $(grep -c '^listening on' "$work/config.out") -ge 2 ]] && break; sleep 0.05; done
-CONFIG=$(sed -n '1s/^listening on //p' "$work/config.out")
-ADMIN=$(sed -n '2s/^listening on //p' "$work/config.out")
+start_config_server "$work" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range
+CONFIG=$CONFIG_ADDR ADMIN=$ADMIN_ADDR
 echo "config server: nodes dial $CONFIG, admin API on http://$ADMIN"
 
 start_hash() {
   start_daemon "hash$1" "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
     --name "hash$1" --shards 1 --config "$CONFIG"
   echo "hash$1: $LISTEN_ADDR"
-  for _ in $(seq 1 100); do imctl --json status | grep -q "\"name\":\"hash$1\"" && return 0; sleep 0.05; done
+  wait_registered "$ADMIN" "hash$1" || true
 }
 for i in 1 2 3; do start_hash "$i"; done
 imctl server add hash1 hash2 hash3

@@ -18,26 +18,16 @@ imctl() { "$IMHASH_BUILD/config_server/imctl" --admin "$ADMIN" "$@"; }
 
 build_release
 
-"$IMHASH_BUILD/config_server/config_server" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
-  --state-dir "$work/state" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range \
-  >"$work/config.out" 2>"$work/config.log" &
-STARTED_PIDS+=($!)
-for _ in $(seq 1 200); do [[ $(grep -c '^listening on' "$work/config.out") -ge 2 ]] && break; sleep 0.05; done
-CONFIG=$(sed -n '1s/^listening on //p' "$work/config.out")
-ADMIN=$(sed -n '2s/^listening on //p' "$work/config.out")
-[[ -n $ADMIN ]] || { echo "the config server did not start" >&2; exit 1; }
+start_config_server "$work" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range
+CONFIG=$CONFIG_ADDR ADMIN=$ADMIN_ADDR
 
-# lib.sh's start_daemon may read NAME.out before the child has created it (and pipefail makes
-# that fatal): create the files first.
 start_hash() {
-  : >"$work/hash$1.out"
   start_daemon "hash$1" "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
     --name "hash$1" --shards 1 --config "$CONFIG"
-  for _ in $(seq 1 100); do imctl --json status | grep -q "\"name\":\"hash$1\"" && return 0; sleep 0.05; done
+  wait_registered "$ADMIN" "hash$1" || true
 }
 for i in 1 2 3; do start_hash "$i"; done
 imctl server add hash1 hash2 hash3
-: >"$work/login.out"
 start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
   --config "$CONFIG" --threads 1 --name login1 --rate-limit 0
 LOGIN=$LISTEN_ADDR

@@ -8,8 +8,11 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev
   libspdlog-dev doctest-dev libssl-dev
-  iproute2 procps
+  libsystemd-dev pkgconf  # sd_notify(3): the daemons tell systemd when they are ready
+  iproute2 procps jq
   chromium  # the status page test loads the config server's page in headless Chromium
+  prometheus  # the observability test scrapes every daemon; promtool checks metrics and alerts
+  dpkg-dev file adduser systemd  # the package test: cpack's dpkg-shlibdeps, dpkg -i, systemd-analyze
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(redis-server redis-tools bc python3)
@@ -27,6 +30,16 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo="sudo"
 fi
 echo "setup.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt=(env DEBIAN_FRONTEND=noninteractive apt-get)  # through sudo too, which drops the environment
+# Quiet unless it fails (apt and debconf chatter on stderr too), then everything it said.
+if ! out=$($sudo "${apt[@]}" update -qq 2>&1 &&
+  $sudo "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" 2>&1); then
+  echo "$out" >&2
+  echo "setup.sh: installing ${missing[*]} failed" >&2
+  exit 1
+fi
+# Debian's prometheus package starts a system-wide Prometheus on :9090 where systemd runs; the tests
+# start their own (loopback, temporary directory), so one installed here is stopped and disabled.
+if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
+  $sudo systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds imhash and runs its whole test suite through ctest (installing dependencies first).
+# Builds imhash and runs its whole test suite through ctest (installing dependencies first), with
+# warnings as errors (-DIMHASH_WERROR=ON).
 # Usage: scripts/test.sh [--sanitize | --fuzz] [extra ctest arguments]
 #   (none)      release build in build/, unit + integration + fuzz-corpus replay tests
 #   --sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/
@@ -13,7 +14,8 @@ case "$mode" in
   --sanitize)
     shift
     dir=build-asan
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON >/dev/null
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON -DIMHASH_WERROR=ON \
+      >/dev/null
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     ;;
@@ -21,11 +23,12 @@ case "$mode" in
     shift
     dir=build-fuzz
     CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DIMHASH_FUZZ_ONLY=ON -DIMHASH_FUZZ=ON -DIMHASH_FUZZ_SECONDS="${IMHASH_FUZZ_SECONDS:-20}" >/dev/null
+      -DIMHASH_FUZZ_ONLY=ON -DIMHASH_FUZZ=ON -DIMHASH_FUZZ_SECONDS="${IMHASH_FUZZ_SECONDS:-20}" \
+      -DIMHASH_WERROR=ON >/dev/null
     ;;
   *)
     dir=build
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIMHASH_WERROR=ON >/dev/null
     ;;
 esac
 

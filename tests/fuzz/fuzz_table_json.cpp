@@ -16,6 +16,7 @@
 #include "common/hash.h"
 #include "common/router.h"
 #include "common/routing_table.h"
+#include "common/table_edits.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of fuzz_client_codec (client protocol, DESIGN.md §1): a few valid requests
+"""Writes the seed corpus of fuzz_client_codec (client protocol, docs/design.md §1): a few valid requests
 and responses and a few broken datagrams, one file each. Run once from anywhere; re-running rewrites
 the same bytes."""
 import os

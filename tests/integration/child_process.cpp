@@ -6,28 +6,45 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 namespace imhash::test {
 
-ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> args) {
+ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> args,
+                           ChildOptions options) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   const std::string name = path.substr(path.rfind('/') + 1);
-  const std::string log = name + ".stderr.log";
+  const std::string log =
+      options.stderr_log.empty() ? name + ".stderr.log" : std::move(options.stderr_log);
+  // The environment is made before fork(): the child only calls async-signal-safe functions.
+  std::vector<std::string> env = std::move(options.env);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    const auto key = var.substr(0, var.find('=') + 1);
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& mine) {
+      return std::string_view(mine).substr(0, mine.find('=') + 1) == key;
+    });
+    if (!replaced) env.emplace_back(var);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
     dup2(out[1], STDOUT_FILENO);
     const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (err >= 0) dup2(err, STDERR_FILENO);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(path.c_str()));
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
+    execve(path.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   close(out[1]);
@@ -39,6 +56,22 @@ ChildProcess::~ChildProcess() {
   if (stdout_fd_ >= 0) close(stdout_fd_);
 }
 
+bool ChildProcess::read_more(std::chrono::steady_clock::time_point deadline,
+                             const char* timeout_error) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) throw std::runtime_error(timeout_error);
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    buffered_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+}
+
 std::string ChildProcess::read_line(std::chrono::steady_clock::time_point deadline) {
   for (;;) {
     const auto nl = buffered_.find('\n');
@@ -47,15 +80,9 @@ std::string ChildProcess::read_line(std::chrono::steady_clock::time_point deadli
       buffered_.erase(0, nl + 1);
       return line;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) throw std::runtime_error("timed out waiting for output");
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
-    if (n <= 0) throw std::runtime_error("child closed its output (exited?)");
-    buffered_.append(buf, static_cast<size_t>(n));
+    if (!read_more(deadline, "timed out waiting for output")) {
+      throw std::runtime_error("child closed its output (exited?)");
+    }
   }
 }
 
@@ -80,21 +107,26 @@ std::string ChildProcess::wait_for_line(const std::string& needle,
   }
 }
 
-std::string ChildProcess::read_all(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+std::string ChildProcess::available_output() {
   std::string out = std::move(buffered_);
   buffered_.clear();
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) throw std::runtime_error("timed out reading the child's output");
     pollfd p{stdout_fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    if (poll(&p, 1, 0) <= 0) return out;
     char buf[4096];
     const ssize_t n = read(stdout_fd_, buf, sizeof buf);
     if (n <= 0) return out;
     out.append(buf, static_cast<size_t>(n));
   }
+}
+
+std::string ChildProcess::read_all(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (read_more(deadline, "timed out reading the child's output")) {
+  }
+  std::string out = std::move(buffered_);
+  buffered_.clear();
+  return out;
 }
 
 bool ChildProcess::running() {

@@ -11,11 +11,16 @@
 
 namespace imhash::test {
 
+struct ChildOptions {
+  std::vector<std::string> env{};  // "NAME=VALUE" added to (or replacing in) the test's environment
+  std::string stderr_log{};  // default: PROGRAM.stderr.log, shared by the tests of a directory
+};
+
 class ChildProcess {
  public:
-  // Starts `path` with `args`; stdout is captured, stderr goes to a log file named after the
-  // program in the test's working directory (kept for post-mortems).
-  ChildProcess(const std::string& path, std::vector<std::string> args);
+  // Starts `path` with `args`; stdout is captured, stderr goes to a log file (by default named
+  // after the program, in the test's working directory; kept for post-mortems).
+  ChildProcess(const std::string& path, std::vector<std::string> args, ChildOptions options = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -26,6 +31,8 @@ class ChildProcess {
   // Reads stdout lines until one contains `needle` (or throws on timeout / exit).
   std::string wait_for_line(const std::string& needle,
                             std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // What the child has written to stdout and this object has not read yet, without waiting.
+  std::string available_output();
   // Reads the rest of stdout until the child closes it (bounded); returns it.
   std::string read_all(std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Sends `sig` and waits for the exit; returns the exit status (128+signal if killed).
@@ -34,6 +41,9 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
 
  private:
+  // Appends what the child writes next to buffered_; false once it closed its stdout. Throws
+  // `timeout_error` past `deadline`.
+  bool read_more(std::chrono::steady_clock::time_point deadline, const char* timeout_error);
   std::string read_line(std::chrono::steady_clock::time_point deadline);
 
   pid_t pid_ = -1;

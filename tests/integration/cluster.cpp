@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "tests/integration/frame_client.h"
+
 namespace imhash::test {
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
@@ -57,5 +59,15 @@ void Cluster::start_login(std::vector<std::string> extra_args) {
 void Cluster::kill_hash(int i) { hash(i).stop(SIGKILL); }
 
 void Cluster::restart_hash(int i) { start_hash(i, hash_addr_[static_cast<size_t>(i)]); }
+
+uint64_t Cluster::gets_served() const {
+  uint64_t total = 0;
+  for (const std::string& address : hash_addr_) {
+    for (int shard = 0; shard < options_.shards; ++shard) {
+      total += FrameClient(port_of(address), static_cast<uint16_t>(shard)).stat(frame::kStatGets);
+    }
+  }
+  return total;
+}
 
 }  // namespace imhash::test

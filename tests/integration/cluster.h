@@ -30,6 +30,10 @@ class Cluster {
   void kill_hash(int i);
   void restart_hash(int i);
 
+  // GETs (LOOKUPs) the hash servers have served, over all their shards (asked over the frame
+  // protocol): how far a load has got, for a test that waits for it.
+  uint64_t gets_served() const;
+
   ChildProcess& hash(int i) { return *hash_[static_cast<size_t>(i)]; }
   ChildProcess& login() { return *login_; }
   uint16_t udp_port() const { return udp_port_; }

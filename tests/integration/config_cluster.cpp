@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
-#include <thread>
+
+#include "tests/integration/frame_client.h"
+#include "tests/wait_until.h"
 
 namespace imhash::test {
 
@@ -24,17 +26,24 @@ ConfigCluster::~ConfigCluster() {
   std::filesystem::remove_all(options_.state_dir, ec);
 }
 
+namespace {
+const std::vector<std::string> kMetrics = {"--metrics", "127.0.0.1:0"};
+}  // namespace
+
 void ConfigCluster::start_config() {
-  config_ = std::make_unique<ChildProcess>(
-      IMHASH_CONFIG_SERVER,
-      std::vector<std::string>{"--listen", config_addr_, "--admin", admin_addr_, "--state-dir",
-                               options_.state_dir, "--heartbeat-ms",
-                               std::to_string(options_.heartbeat_ms), "--grace-ms",
-                               std::to_string(options_.grace_ms), "--failover", options_.failover,
-                               "--initial-mode", options_.initial_mode});
-  const auto addrs = config_->wait_listening(2);
+  std::vector<std::string> args = {"--listen",       config_addr_,
+                                   "--admin",        admin_addr_,
+                                   "--state-dir",    options_.state_dir,
+                                   "--heartbeat-ms", std::to_string(options_.heartbeat_ms),
+                                   "--grace-ms",     std::to_string(options_.grace_ms),
+                                   "--failover",     options_.failover,
+                                   "--initial-mode", options_.initial_mode};
+  if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  config_ = std::make_unique<ChildProcess>(IMHASH_CONFIG_SERVER, args);
+  const auto addrs = config_->wait_listening(options_.metrics ? 3 : 2);
   config_addr_ = addrs[0];
   admin_addr_ = addrs[1];
+  if (options_.metrics) config_metrics_ = addrs[2];
 }
 
 void ConfigCluster::kill_config() { config_->stop(SIGKILL); }
@@ -42,26 +51,30 @@ void ConfigCluster::kill_config() { config_->stop(SIGKILL); }
 void ConfigCluster::start_hash(int i) {
   const auto it = hash_addr_.find(i);
   const std::string listen = it == hash_addr_.end() ? "127.0.0.1:0" : it->second;
-  hash_[i] = std::make_unique<ChildProcess>(
-      IMHASH_HASH_SERVER,
-      std::vector<std::string>{"--listen", listen, "--name", "hash" + std::to_string(i), "--shards",
-                               std::to_string(options_.shards), "--config", config_addr_});
-  hash_addr_[i] = hash_[i]->wait_listening()[0];
+  std::vector<std::string> args = {"--listen", listen,
+                                   "--name",   "hash" + std::to_string(i),
+                                   "--shards", std::to_string(options_.shards),
+                                   "--config", config_addr_};
+  if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  hash_[i] = std::make_unique<ChildProcess>(IMHASH_HASH_SERVER, args);
+  const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
+  hash_addr_[i] = addrs[0];
+  if (options_.metrics) hash_metrics_[i] = addrs[1];
   // Registered with the config server (so `imctl server add hashN` knows its address)?
   if (!config_ || !config_->running()) return;
   const std::string name = "hash" + std::to_string(i);
-  for (int attempt = 0; attempt < 200; ++attempt) {
+  const bool registered = wait_until([&] {
     const auto status = imctl_json({"status"});
     for (const auto& n : status.as_object().at("nodes").as_array()) {
       const auto& o = n.as_object();
       if (o.at("name").as_string() == name && o.at("state").as_string() == "up" &&
           o.at("connected").as_bool()) {
-        return;
+        return true;
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  throw std::runtime_error(name + " did not register with the config server");
+    return false;
+  });
+  if (!registered) throw std::runtime_error(name + " did not register with the config server");
 }
 
 void ConfigCluster::kill_hash(int i) { hash_.at(i)->stop(SIGKILL); }
@@ -76,8 +89,11 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
     args.insert(args.end(), {"--rate-limit", "0"});
   }
   args.insert(args.end(), extra.begin(), extra.end());
+  if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
   login_[i] = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
-  return port_of(login_[i]->wait_listening()[0]);
+  const auto addrs = login_[i]->wait_listening(options_.metrics ? 2 : 1);
+  if (options_.metrics) login_metrics_[i] = addrs[1];
+  return port_of(addrs[0]);
 }
 
 ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
@@ -101,19 +117,32 @@ uint64_t ConfigCluster::version() {
 }
 
 bool ConfigCluster::wait_converged(uint64_t version, int expected_nodes) {
-  for (int i = 0; i < 300; ++i) {
-    const auto st = imctl_json({"status"});
-    int at_version = 0;
-    for (const auto& n : st.as_object().at("nodes").as_array()) {
-      const auto& o = n.as_object();
-      if (o.at("state").as_string() == "up" && o.at("version").to_number<uint64_t>() >= version) {
-        ++at_version;
-      }
+  return wait_until(
+      [&] {
+        const auto st = imctl_json({"status"});
+        int at_version = 0;
+        for (const auto& n : st.as_object().at("nodes").as_array()) {
+          const auto& o = n.as_object();
+          if (o.at("state").as_string() == "up" &&
+              o.at("version").to_number<uint64_t>() >= version) {
+            ++at_version;
+          }
+        }
+        return at_version >= expected_nodes;
+      },
+      kPatience, std::chrono::milliseconds(20));
+}
+
+uint64_t ConfigCluster::gets_served() {
+  uint64_t total = 0;
+  for (const auto& [i, process] : hash_) {
+    if (!process->running()) continue;
+    for (int shard = 0; shard < options_.shards; ++shard) {
+      total += FrameClient(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard))
+                   .stat(frame::kStatGets);
     }
-    if (at_version >= expected_nodes) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return false;
+  return total;
 }
 
 }  // namespace imhash::test

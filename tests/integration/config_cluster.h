@@ -22,6 +22,7 @@ struct ConfigClusterOptions {
   std::string failover = "off";
   std::string initial_mode = "range";
   std::string state_dir{};  // default: a fresh directory per test process
+  bool metrics = false;     // --metrics 127.0.0.1:0 on every daemon
 };
 
 struct ImctlResult {
@@ -50,6 +51,9 @@ class ConfigCluster {
   // it happened.
   bool wait_converged(uint64_t version, int expected_nodes);
   uint64_t version();
+  // GETs (LOOKUPs) the running hash servers have served, over all their shards (asked over the
+  // frame protocol): how far a load has got, for a test that waits for it.
+  uint64_t gets_served();
 
   const std::string& config_address() const { return config_addr_; }
   const std::string& admin_address() const { return admin_addr_; }
@@ -57,6 +61,10 @@ class ConfigCluster {
   ChildProcess& hash(int i) { return *hash_.at(i); }
   ChildProcess& login(int i) { return *login_.at(i); }
   ChildProcess& config() { return *config_; }
+  // With options.metrics: each daemon's /metrics address ("" without).
+  const std::string& config_metrics() const { return config_metrics_; }
+  const std::string& hash_metrics(int i) { return hash_metrics_[i]; }
+  const std::string& login_metrics(int i) { return login_metrics_[i]; }
 
  private:
   ConfigClusterOptions options_;
@@ -66,6 +74,8 @@ class ConfigCluster {
   std::map<int, std::unique_ptr<ChildProcess>> hash_;
   std::map<int, std::string> hash_addr_;
   std::map<int, std::unique_ptr<ChildProcess>> login_;
+  std::string config_metrics_;
+  std::map<int, std::string> hash_metrics_, login_metrics_;
 };
 
 }  // namespace imhash::test

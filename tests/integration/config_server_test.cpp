@@ -4,19 +4,20 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
-#include <thread>
-
 #include "common/frame_protocol.h"
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
 #include "tests/integration/tcp_proxy.h"
 #include "tests/integration/udp_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;
 namespace json = boost::json;
 
 namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(50);  // between imctl or FrameClient polls
 
 json::object run_sim(ChildProcess& sim) {
   const std::string out = sim.read_all(std::chrono::seconds(90));
@@ -48,9 +49,10 @@ size_t held(ConfigCluster& c, int hash, uint64_t lo, uint64_t hi) {
 }  // namespace
 
 TEST_CASE("config_server: ranges move and a server joins under load, no lookup is lost") {
-  // The grace period stands for two client heartbeat intervals: udp_sim's users write at random
-  // (about three times a second each here), so give them time to write once after each move.
-  ConfigCluster c(ConfigClusterOptions{.grace_ms = 4000});
+  // The grace period outlasts the load (6 s), so the old owner's copies stay for the fallback
+  // reads however early the moves come and however slowly the machine runs the load (a user the
+  // load has not touched since a move is found only there); the purge comes after the load.
+  ConfigCluster c(ConfigClusterOptions{.grace_ms = 10000});
   c.start_config();
   for (int i = 1; i <= 3; ++i) c.start_hash(i);
   REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);
@@ -62,9 +64,10 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
   ChildProcess sim(IMHASH_UDP_SIM,
                    {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "6000", "--duration",
                     "6", "--window", "32", "--verify", "--json", "--log-level", "warn"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The moves come once the load has given hash1 state to move: a thousand users logged in.
+  CHECK(wait_until([&] { return held(c, 1, 1, 6000) >= 1000; }, kPatience, kPollInterval));
   CHECK(c.imctl({"assign", "1-3000", "hash2"}).exit_code == 0);  // version 2
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(c.wait_converged(2, 4));
   c.start_hash(4);
   CHECK(c.imctl({"server", "add", "hash4"}).exit_code == 0);        // version 3
   CHECK(c.imctl({"assign", "3001-4500", "hash4"}).exit_code == 0);  // version 4
@@ -82,12 +85,7 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
 
   // Every node runs the last version; the old owner's copies are purged after the grace period.
   CHECK(c.wait_converged(4, 5));
-  bool purged = false;
-  for (int i = 0; i < 150 && !purged; ++i) {
-    purged = held(c, 1, 1, 4500) == 0;
-    if (!purged) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  CHECK(purged);
+  CHECK(wait_until([&] { return held(c, 1, 1, 4500) == 0; }, kPatience, kPollInterval));
   CHECK(held(c, 1, 4501, 6000) > 0);  // what it still owns stays
   CHECK(held(c, 2, 1, 3000) > 0);
   CHECK(held(c, 4, 3001, 4500) > 0);
@@ -105,9 +103,17 @@ TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its
 
   ChildProcess sim(IMHASH_UDP_SIM,
                    {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "10000",
-                    "--duration", "3", "--verify", "--json", "--log-level", "warn"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+                    "--duration", "600", "--verify", "--json", "--log-level", "warn"});
+  // The crash comes once the load flows: a thousand of hash3's users logged in. The load then
+  // runs on without a config server until every user has logged in and 5,000 lookups have been
+  // served (counted from here: held() itself sends GETs), however long that takes here; SIGINT
+  // ends it and it prints its summary.
+  CHECK(wait_until([&] { return held(c, 3, 1, 5000) >= 1000; }, kPatience, kPollInterval));
   c.kill_config();
+  const uint64_t gets_before = c.gets_served();
+  CHECK(
+      wait_until([&] { return c.gets_served() >= gets_before + 5000; }, kPatience, kPollInterval));
+  CHECK(sim.stop(SIGINT, std::chrono::seconds(30)) == 0);
   const json::object s = run_sim(sim);
   CHECK(s.at("verify").as_object().at("result").as_string() == "pass");
   CHECK(field(s, "status", "UNAVAILABLE") == 0);
@@ -131,13 +137,9 @@ TEST_CASE("config_server: failover moves a dead server ids, it purges before it 
   UdpClient client(udp);
   c.kill_hash(2);
   // Three missed heartbeats: DOWN, and a new version without hash2.
-  bool removed = false;
-  for (int i = 0; i < 100 && !removed; ++i) {
-    const auto servers = c.imctl_json({"servers"}).as_object().at("servers").as_array();
-    removed = servers.size() == 2;
-    if (!removed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  REQUIRE(removed);
+  REQUIRE(wait_until(
+      [&] { return c.imctl_json({"servers"}).as_object().at("servers").as_array().size() == 2; },
+      kPatience, kPollInterval));
   CHECK(c.wait_converged(2, 3));
   // Its ids are served by the survivors.
   const uint64_t id_of_hash2 = (1ULL << 63);  // middle third under version 1
@@ -148,12 +150,11 @@ TEST_CASE("config_server: failover moves a dead server ids, it purges before it 
 
   // It comes back: not in the table, so it purges everything before it can be added again.
   c.start_hash(2);
-  bool rejoined = false;
-  for (int i = 0; i < 100 && !rejoined; ++i) {
-    rejoined = c.imctl({"server", "add", "hash2"}).exit_code == 0;
-    if (!rejoined) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  CHECK(rejoined);
+  CHECK(wait_until(
+      [&] {
+        return c.imctl({"server", "add", "hash2"}).exit_code == 0;
+      },
+      kPatience, kPollInterval));
 }
 
 TEST_CASE("config_server: a login server that missed a push gets MOVED and catches up") {
@@ -170,20 +171,17 @@ TEST_CASE("config_server: a login server that missed a push gets MOVED and catch
   REQUIRE(c.wait_converged(1, 3));
   proxy.pause();
   REQUIRE(c.imctl({"assign", "1-1000", "hash2"}).exit_code == 0);  // version 2, not seen by login1
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE(c.wait_converged(2, 2));  // the push reached both hash servers, but not login1
   auto ping = client.call(UdpClient::make(client::Op::kPing, 0));
   REQUIRE(ping);
   CHECK(ping->table_version == 1u);
   proxy.resume();
   // Id 7 now belongs to hash2; login1 still sends it to hash1, which answers MOVED: login1 asks
   // the config server, takes version 2 and serves the id where it belongs.
-  bool served = false;
-  for (int i = 0; i < 100 && !served; ++i) {
+  CHECK(wait_until([&] {
     auto r = client.call(UdpClient::make(client::Op::kLogin, 7, Endpoint::v4(0x0a000007, 7)));
-    served = r && r->status == client::Status::kOk;
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  CHECK(served);
+    return r && r->status == client::Status::kOk;
+  }));
   ping = client.call(UdpClient::make(client::Op::kPing, 0));
   REQUIRE(ping);
   CHECK(ping->table_version == 2u);

@@ -9,20 +9,15 @@
 
 #include <stdexcept>
 
+#include "tests/integration/loopback.h"
+
 namespace imhash::test {
 
 using namespace frame;
 
 FrameClient::FrameClient(uint16_t port, uint16_t shard, const std::string& name) {
-  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd_);
-    throw std::runtime_error("connect failed");
-  }
+  fd_ = connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, port);
+  if (fd_ < 0) throw std::runtime_error("connect failed");
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   timeval tv{10, 0};  // a test must never hang on a server that stopped answering
@@ -54,27 +49,31 @@ void FrameClient::send_raw(const std::vector<uint8_t>& bytes) {
 
 bool FrameClient::read_one(OwnedResponse& out) {
   for (;;) {
-    Header h;
-    std::span<const uint8_t> body;
-    size_t used = 0;
-    const DecodeStatus st = next_frame(in_, h, body, used);
-    if (st == DecodeStatus::kOk) {
-      out.raw.assign(in_.begin(), in_.begin() + static_cast<ptrdiff_t>(used));
-      in_.erase(in_.begin(), in_.begin() + static_cast<ptrdiff_t>(used));
-      Header h2;
-      size_t used2 = 0;
-      next_frame(out.raw, h2, body, used2);
-      if (decode_response(h2, body, out.r) != DecodeStatus::kOk) {
+    bool got = false;
+    const DecodeStatus st = drain_frames(in_, [&](const Header& h, std::span<const uint8_t>) {
+      // Keep the frame's bytes (still at the front of in_), so that the response's string
+      // fields point into `out`.
+      const auto frame = in_.data().first(4 + h.length);
+      out.raw.assign(frame.begin(), frame.end());
+      got = true;
+      return false;
+    });
+    if (got) {
+      Header h;
+      std::span<const uint8_t> body;
+      size_t used = 0;
+      if (next_frame(out.raw, h, body, used) != DecodeStatus::kOk ||
+          decode_response(h, body, out.r) != DecodeStatus::kOk) {
         throw std::runtime_error("malformed response");
       }
       return true;
     }
     if (st != DecodeStatus::kNeedMore) throw std::runtime_error("bad response frame");
-    uint8_t buf[65536];
-    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    const auto space = in_.space();
+    const ssize_t n = recv(fd_, space.data(), space.size(), 0);
     if (n == 0) return false;
     if (n < 0) throw std::runtime_error("recv failed or timed out");
-    in_.insert(in_.end(), buf, buf + n);
+    in_.commit(static_cast<size_t>(n));
   }
 }
 
@@ -87,6 +86,12 @@ std::vector<OwnedResponse> FrameClient::call(const std::vector<Request>& request
     if (!read_one(r)) throw std::runtime_error("connection closed mid-batch");
   }
   return responses;
+}
+
+uint64_t FrameClient::stat(StatIndex i) {
+  const auto r = call({Request{.type = FrameType::kStats, .correlation = 1}});
+  if (r[0].r.status != FrameStatus::kOk) throw std::runtime_error("STATS refused");
+  return r[0].r.stats[i];
 }
 
 }  // namespace imhash::test

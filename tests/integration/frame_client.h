@@ -30,10 +30,12 @@ class FrameClient {
   void send_raw(const std::vector<uint8_t>& bytes);
   // Reads one response; returns false when the server closed the connection.
   bool read_one(OwnedResponse& out);
+  // One counter of the shard (a STATS request); throws unless the shard answers OK.
+  uint64_t stat(frame::StatIndex i);
 
  private:
   int fd_ = -1;
-  std::vector<uint8_t> in_;
+  StreamBuffer in_{4 + frame::kMaxFrameLength + 64 * 1024};
   OwnedResponse hello_;
 };
 

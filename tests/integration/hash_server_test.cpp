@@ -9,12 +9,14 @@
 #include "common/shard_map.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/frame_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::frame;
 using imhash::test::ChildProcess;
 using imhash::test::FrameClient;
 using imhash::test::port_of;
+using imhash::test::wait_until;
 
 namespace {
 
@@ -47,12 +49,6 @@ Request upsert(uint64_t id, uint32_t corr, uint64_t version = 0) {
 Request keyed(FrameType t, uint64_t id, uint32_t corr, uint64_t version = 0, uint8_t flags = 0) {
   return Request{
       .type = t, .flags = flags, .correlation = corr, .table_version = version, .id = id};
-}
-
-uint64_t stat(FrameClient& c, StatIndex i) {
-  auto r = c.call({Request{.type = FrameType::kStats, .correlation = 1}});
-  REQUIRE(r[0].r.status == FrameStatus::kOk);
-  return r[0].r.stats[i];
 }
 
 }  // namespace
@@ -115,9 +111,9 @@ TEST_CASE("hash_server: pipelined requests on many connections and shards, every
   CHECK(failures == 0);
 
   FrameClient c(port, 0);
-  CHECK(stat(c, kStatRecords) == 2 * 2000);
-  CHECK(stat(c, kStatUpserts) == 2 * 4000);
-  CHECK(stat(c, kStatLongestTurnNs) > 0);  // the batches above were timed turns of this shard
+  CHECK(c.stat(kStatRecords) == 2 * 2000);
+  CHECK(c.stat(kStatUpserts) == 2 * 4000);
+  CHECK(c.stat(kStatLongestTurnNs) > 0);  // the batches above were timed turns of this shard
   // An id of another shard is refused on this shard's connection.
   auto wrong = c.call({keyed(FrameType::kGet, ids_of_shard(1, 1)[0], 9)});
   CHECK(wrong[0].r.status == FrameStatus::kWrongShard);
@@ -147,7 +143,7 @@ TEST_CASE("hash_server: garbage on one connection closes it, the others keep wor
 
   auto again = good.call({keyed(FrameType::kGet, id, 2)});
   CHECK(again[0].r.status == FrameStatus::kOk);
-  CHECK(stat(good, kStatBadFrames) == 3);
+  CHECK(good.stat(kStatBadFrames) == 3);
   CHECK(server.stop(SIGTERM) == 0);
 }
 
@@ -179,14 +175,11 @@ TEST_CASE("hash_server: with a table it answers MOVED for ids it does not own") 
   auto p = c.call({purge});
   CHECK(p[0].r.purge.state != PurgeState::kIdle);
   Request status{.type = FrameType::kPurge, .correlation = 8};
-  for (int i = 0; i < 1000; ++i) {
-    if (c.call({status})[0].r.purge.state == PurgeState::kDone) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  CHECK(wait_until([&] { return c.call({status})[0].r.purge.state == PurgeState::kDone; }));
   auto done = c.call({status})[0].r.purge;
   CHECK(done.state == PurgeState::kDone);
   CHECK(done.deleted == 1);
-  CHECK(stat(c, kStatRecords) == 1);
+  CHECK(c.stat(kStatRecords) == 1);
   CHECK(server.stop(SIGTERM) == 0);
 }
 
@@ -213,12 +206,9 @@ TEST_CASE("hash_server: a purge of many records runs while requests keep being a
     ++answered_while_running;
   }
   CHECK(answered_while_running > 0);
-  for (int i = 0; i < 2000; ++i) {
-    if (c.call({status})[0].r.purge.state == PurgeState::kDone) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  CHECK(wait_until([&] { return c.call({status})[0].r.purge.state == PurgeState::kDone; }));
   CHECK(c.call({status})[0].r.purge.deleted == kRecords);
-  CHECK(stat(c, kStatRecords) == 0);
+  CHECK(c.stat(kStatRecords) == 0);
   CHECK(server.stop(SIGTERM) == 0);
 }
 

@@ -16,7 +16,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/client_protocol.h"
@@ -24,7 +23,9 @@
 #include "tests/integration/child_process.h"
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
+#include "tests/integration/loopback.h"
 #include "tests/integration/udp_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;
@@ -149,13 +150,8 @@ struct FloodResult {
 };
 
 int udp_socket(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = connect_loopback(SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   return fd;
 }
 
@@ -237,11 +233,12 @@ FloodResult flood(uint16_t port) {
 // refilling its bucket, so a valid request is retried (bounded) while it gets RATE_LIMITED.
 std::optional<client::Message> call_patiently(UdpClient& c, const client::Message& m) {
   std::optional<client::Message> r;
-  for (int i = 0; i < 50; ++i) {
-    r = c.call(m, std::chrono::milliseconds(500));
-    if (r && r->status != client::Status::kRateLimited) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  wait_until(
+      [&] {
+        r = c.call(m, std::chrono::milliseconds(500));
+        return r && r->status != client::Status::kRateLimited;
+      },
+      kPatience, std::chrono::milliseconds(100));
   return r;
 }
 
@@ -266,13 +263,8 @@ uint64_t num(const json::object& o, std::string_view key) {
 // TCP helpers (hash server, admin API)
 
 int tcp_connect(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   return fd;
 }
 
@@ -400,14 +392,16 @@ TEST_CASE(
   json::object stats;
   uint64_t last = 0;
   int stable = 0;
-  for (int i = 0; i < 100 && stable < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    stats = node_stats(c, "login1");
-    const uint64_t received = num(stats, "received");
-    stable = received >= r.sent * 9 / 10 && received == last ? stable + 1 : 0;
-    last = received;
-  }
-  REQUIRE_MESSAGE(stable >= 4, "login1 stats never settled: " << json::serialize(stats));
+  const bool settled = wait_until(
+      [&] {
+        stats = node_stats(c, "login1");
+        const uint64_t received = num(stats, "received");
+        stable = received >= r.sent * 9 / 10 && received == last ? stable + 1 : 0;
+        last = received;
+        return stable >= 4;
+      },
+      kPatience, std::chrono::milliseconds(200));
+  REQUIRE_MESSAGE(settled, "login1 stats never settled: " << json::serialize(stats));
 
   uint64_t rejected = 0;
   std::ostringstream by_reason;

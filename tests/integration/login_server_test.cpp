@@ -4,10 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "tests/integration/cluster.h"
+#include "tests/integration/frame_client.h"
 #include "tests/integration/udp_client.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using client::Op;
@@ -15,6 +16,7 @@ using client::Status;
 using imhash::test::Cluster;
 using imhash::test::ClusterOptions;
 using imhash::test::UdpClient;
+using imhash::test::wait_until;
 
 namespace {
 
@@ -27,34 +29,51 @@ Status status_of(const std::optional<client::Message>& m) {
   return m->status;
 }
 
-// kill(SIGSTOP) only queues the stop: wait (bounded) until every thread of `pid` is stopped.
-bool wait_stopped(pid_t pid) {
-  for (int i = 0; i < 1000; ++i) {
-    bool all = true;
-    for (const auto& task :
-         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-      std::ifstream stat(task.path() / "stat");
-      std::string line;
-      std::getline(stat, line);
-      const auto close = line.rfind(')');
-      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') {
-        all = false;
-      }
+// Whether every thread of `pid` is stopped (state T in /proc/PID/task/*/stat).
+bool all_threads_stopped(pid_t pid) {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') {
+      return false;
     }
-    if (all) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  return false;
+  return true;
 }
 
-// Polls (bounded: about 15 s, generous for a loaded CI machine) until `user` can log in again.
+// kill(SIGSTOP) only queues the stop: wait (bounded) until every thread of `pid` is stopped.
+bool wait_stopped(pid_t pid) {
+  return wait_until([pid] { return all_threads_stopped(pid); }, test::kPatience,
+                    std::chrono::milliseconds(2));
+}
+
+// Polls (bounded) until `user` can log in again.
 bool wait_until_served(UdpClient& c, uint64_t user) {
-  for (int i = 0; i < 600; ++i) {
-    auto r = c.call(UdpClient::make(Op::kLogin, user, endpoint_of(user)));
-    if (r && r->status == Status::kOk) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  return wait_until(
+      [&] {
+        auto r = c.call(UdpClient::make(Op::kLogin, user, endpoint_of(user)));
+        return r && r->status == Status::kOk;
+      },
+      test::kPatience, std::chrono::milliseconds(25));
+}
+
+// Whether hash server `index` (1 shard) holds a record of every user in `users`, asked directly.
+bool holds_all(Cluster& cluster, int index, const std::vector<uint64_t>& users) {
+  test::FrameClient fc(test::port_of(cluster.hash_address(index)), 0);
+  std::vector<frame::Request> gets;
+  for (uint64_t user : users) {
+    gets.push_back(frame::Request{.type = frame::FrameType::kGet,
+                                  .flags = frame::kFlagAnyOwner,
+                                  .correlation = static_cast<uint32_t>(user),
+                                  .id = user});
   }
-  return false;
+  for (const auto& r : fc.call(gets)) {
+    if (r.r.status != frame::FrameStatus::kOk) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -117,9 +136,15 @@ TEST_CASE("login_server: a dead hash server costs only its own ids, and service 
     REQUIRE(status_of(c.call(UdpClient::make(Op::kLogin, user, endpoint_of(user)))) == Status::kOk);
   }
   cluster.kill_hash(1);
-  // The links see the reset at once: ids of hash2 get UNAVAILABLE (never a hang or TIMEOUT),
-  // the others are unaffected.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The links see the reset: ids of hash2 get UNAVAILABLE, an answer and never a hang, and the
+  // others are unaffected. Wait (bounded) until the login server has noticed, then check them all.
+  bool always_answered = true;
+  CHECK(wait_until([&] {
+    auto r = c.call(UdpClient::make(Op::kLookup, 301));
+    always_answered = always_answered && r.has_value();
+    return r && r->status == Status::kUnavailable;
+  }));
+  CHECK(always_answered);
   for (uint64_t user = 300; user < 330; ++user) {
     auto r = c.call(UdpClient::make(Op::kLookup, user));
     REQUIRE(r);
@@ -145,10 +170,14 @@ TEST_CASE("login_server: a frozen hash server times out, is marked down, and is 
   REQUIRE(status_of(c.call(UdpClient::make(Op::kLogin, 11, endpoint_of(11)))) == Status::kOk);
   kill(cluster.hash(1).pid(), SIGSTOP);  // no reset, no answer: like a cut cable
   REQUIRE(wait_stopped(cluster.hash(1).pid()));
+  // Requests time out; once the link has been silent for --dead-after-ms (default 1 s) it is
+  // marked down and its ids fail at once. Bounded: 100 lookups of at most ~0.2 s each.
   std::vector<Status> seen;
-  for (int i = 0; i < 6; ++i) seen.push_back(status_of(c.call(UdpClient::make(Op::kLookup, 11))));
+  for (int i = 0; i < 100 && (seen.empty() || seen.back() != Status::kUnavailable); ++i) {
+    seen.push_back(status_of(c.call(UdpClient::make(Op::kLookup, 11))));
+  }
   CHECK(seen.front() == Status::kTimeout);
-  CHECK(seen.back() == Status::kUnavailable);  // after a few timeouts: failed at once
+  CHECK(seen.back() == Status::kUnavailable);
   // Ids of the healthy server are untouched.
   REQUIRE(status_of(c.call(UdpClient::make(Op::kLogin, 10, endpoint_of(10)))) == Status::kOk);
   kill(cluster.hash(1).pid(), SIGCONT);
@@ -172,13 +201,7 @@ TEST_CASE("login_server: MOVED from a hash server with a newer table makes it ca
   hash2.wait_listening();
   // Id 1 belongs to hash2 under version 1: hash2 answers MOVED(2), the login server reads the newer
   // table and retries at hash1.
-  bool served = false;
-  for (int i = 0; i < 100 && !served; ++i) {
-    auto r = c.call(UdpClient::make(Op::kLogin, 1, endpoint_of(1)));
-    served = r && r->status == Status::kOk;
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  CHECK(served);
+  CHECK(wait_until_served(c, 1));
   auto ping = c.call(UdpClient::make(Op::kPing, 0));
   REQUIRE(ping);
   CHECK(ping->table_version == 2u);
@@ -206,10 +229,15 @@ TEST_CASE("login_server: udp_sim --verify passes with 100k users over 3 hash ser
   cluster.start_login();
   test::ChildProcess sim(IMHASH_UDP_SIM,
                          {"--target", "127.0.0.1:" + std::to_string(cluster.udp_port()), "--users",
-                          "100000", "--duration", "6", "--verify", "--log-level", "warn"});
-  const std::string summary = sim.wait_for_line("verify:", std::chrono::seconds(60));
+                          "100000", "--duration", "600", "--verify", "--log-level", "warn"});
+  // The load runs until every user has logged in and 20,000 lookups have been served (udp_sim
+  // looks users up only after their first LOGIN), however long that takes on this machine; then
+  // SIGINT ends it and it prints its verdict on every lookup it could judge.
+  CHECK(wait_until([&] { return cluster.gets_served() >= 20000; }, test::kPatience,
+                   std::chrono::milliseconds(200)));
+  CHECK(sim.stop(SIGINT, std::chrono::seconds(30)) == 0);
+  const std::string summary = sim.wait_for_line("verify:", std::chrono::seconds(10));
   CHECK(summary.find("verify: pass") != std::string::npos);
-  CHECK(sim.stop(0, std::chrono::seconds(30)) == 0);
   CHECK(cluster.login().stop(SIGTERM) == 0);
 }
 
@@ -224,19 +252,26 @@ TEST_CASE(
   }
   cluster.write_table(2, {0, 1, 2});  // now u % 3: most users have a new owner holding nothing
   kill(cluster.login().pid(), SIGHUP);
-  for (int i = 0; i < 200; ++i) {
+  REQUIRE(wait_until([&] {
     auto ping = c.call(UdpClient::make(Op::kPing, 0));
-    if (ping && ping->table_version == 2u) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return ping && ping->table_version == 2u;
+  }));
   for (uint64_t user = 600; user < 660; ++user) {
     auto r = c.call(UdpClient::make(Op::kLookup, user));
     REQUIRE(r);
     CHECK(r->status == Status::kOk);  // never reported missing during the move
     CHECK(r->endpoint == endpoint_of(user));
   }
-  // The fallback hits were copied to their new owners: with the old owners gone, still found.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The fallback hits are copied to their new owners in the background: wait (bounded) until the
+  // new owners hold them; then, with the old owners gone, they are still found.
+  std::vector<uint64_t> on_hash1, on_hash3;
+  for (uint64_t user = 600; user < 660; ++user) {
+    if (user % 3 == 0) on_hash1.push_back(user);
+    if (user % 3 == 2) on_hash3.push_back(user);
+  }
+  CHECK(
+      wait_until([&] { return holds_all(cluster, 0, on_hash1) && holds_all(cluster, 2, on_hash3); },
+                 test::kPatience, std::chrono::milliseconds(50)));
   cluster.kill_hash(1);
   for (uint64_t user = 600; user < 660; ++user) {
     if (user % 3 == 1) continue;  // owned by the server just killed

@@ -9,27 +9,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tests/integration/loopback.h"
+
 namespace imhash::test {
 
-namespace {
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-}  // namespace
-
 TcpProxy::TcpProxy(uint16_t target_port) : target_(target_port) {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = loopback(0);
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, 16)) {
+  listen_fd_ = bind_loopback(SOCK_STREAM | SOCK_CLOEXEC, port_);
+  if (listen_fd_ < 0 || listen(listen_fd_, 16) != 0)
     throw std::runtime_error("proxy: cannot listen");
-  }
-  socklen_t len = sizeof a;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -64,13 +51,11 @@ void TcpProxy::run() {
     if (poll(fds.data(), fds.size(), 20) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       const int in = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      const int out = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in t = loopback(target_);
-      if (in >= 0 && connect(out, reinterpret_cast<sockaddr*>(&t), sizeof t) == 0) {
+      const int out = in >= 0 ? connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, target_) : -1;
+      if (out >= 0) {
         pairs.push_back({in, out});
-      } else {
-        if (in >= 0) close(in);
-        close(out);
+      } else if (in >= 0) {
+        close(in);
       }
     }
     for (size_t i = 1; i < fds.size(); ++i) {

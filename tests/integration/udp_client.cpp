@@ -7,17 +7,13 @@
 
 #include <stdexcept>
 
+#include "tests/integration/loopback.h"
+
 namespace imhash::test {
 
-UdpClient::UdpClient(uint16_t port) : port_(port) {
-  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    throw std::runtime_error("udp connect failed");
-  }
+UdpClient::UdpClient(uint16_t port) {
+  fd_ = connect_loopback(SOCK_DGRAM | SOCK_CLOEXEC, port);
+  if (fd_ < 0) throw std::runtime_error("udp connect failed");
 }
 
 UdpClient::~UdpClient() { close(fd_); }

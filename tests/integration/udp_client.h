@@ -29,7 +29,6 @@ class UdpClient {
 
  private:
   int fd_ = -1;
-  uint16_t port_;
   uint32_t next_id_ = 1;
 };
 

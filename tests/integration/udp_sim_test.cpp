@@ -1,5 +1,5 @@
 // udp_sim, the real binary, against a fake login server that this test runs in a thread on
-// 127.0.0.1:0: a std::unordered_map store answering per DESIGN §1 with the codec, plus faults on
+// 127.0.0.1:0: a std::unordered_map store answering per docs/design.md §1 with the codec, plus faults on
 // demand (a wrong endpoint for some users, dropped first tries, amplified answers). Checks --verify
 // both ways, the JSON summary, retries with the same request_id, --observed, open-loop pacing,
 // exit statuses, and SIGINT.
@@ -22,10 +22,14 @@
 
 #include "common/client_protocol.h"
 #include "tests/integration/child_process.h"
+#include "tests/integration/loopback.h"
+#include "tests/wait_until.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;
+using imhash::test::bind_loopback;
 using imhash::test::ChildProcess;
+using imhash::test::wait_until;
 
 namespace {
 
@@ -48,18 +52,11 @@ struct Faults {
 class FakeLoginServer {
  public:
   explicit FakeLoginServer(Faults faults = {}) : faults_(std::move(faults)) {
-    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    fd_ = bind_loopback(SOCK_DGRAM | SOCK_CLOEXEC, port_);
     REQUIRE(fd_ >= 0);
     const int buf = 4 << 20;
     setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
     thread_ = std::thread([this] { loop(); });
   }
   ~FakeLoginServer() {
@@ -201,10 +198,7 @@ class FakeLoginServer {
 
 // Waits for `child` to exit by itself (killing it past `timeout`) and returns its exit status.
 int wait_exit(ChildProcess& child, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (child.running() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
+  wait_until([&] { return !child.running(); }, timeout);
   return child.stop(SIGKILL);
 }
 
@@ -235,9 +229,10 @@ const boost::json::object& obj(const boost::json::object& o, const char* key) {
 // The invariants every summary keeps, whatever the server did.
 void check_accounting(const boost::json::object& s) {
   uint64_t requests = 0, replies = 0, no_reply = 0, abandoned = 0;
-  for (const auto& [name, v] : obj(s, "ops")) {
-    CAPTURE(std::string(name));
-    const auto& op = v.as_object();
+  for (const auto& entry : obj(s, "ops")) {  // not [name, v]: clang 14 cannot capture bindings
+    const std::string name(entry.key());
+    CAPTURE(name);
+    const auto& op = entry.value().as_object();
     uint64_t by_status = 0;
     for (const auto& [status, n] : obj(op, "status")) by_status += num(n);
     CHECK(by_status == num(op.at("replies")));
@@ -259,18 +254,26 @@ void check_accounting(const boost::json::object& s) {
   CHECK(num(obj(s, "latency_us").at("count")) == replies);
 }
 
+// Runs udp_sim --json against `server` (`args` follow --target), stops the server, and checks the
+// exit status and the accounting every summary keeps.
+SimRun run_against(FakeLoginServer& server, std::vector<std::string> args, int expected_exit = 0) {
+  args.insert(args.begin(), {"--target", server.address()});
+  SimRun run = run_json(std::move(args), 30s);
+  server.stop();
+  CAPTURE(boost::json::serialize(run.summary));
+  CHECK(run.exit_code == expected_exit);
+  check_accounting(run.summary);
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("udp_sim: --verify passes against a correct server and the JSON summary adds up") {
   FakeLoginServer server;
-  const SimRun run = run_json({"--target", server.address(), "--users", "2000", "--duration", "2",
-                               "--verify", "--seed", "7", "--first-user", "100000"},
-                              30s);
-  server.stop();
+  const SimRun run = run_against(server, {"--users", "2000", "--duration", "2", "--verify",
+                                          "--seed", "7", "--first-user", "100000"});
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 0);
-  check_accounting(s);
   CHECK(s.at("mode").as_string() == "closed");
   CHECK(num(s.at("window")) == 64);
   CHECK(num(s.at("users")) == 2000);
@@ -312,12 +315,9 @@ TEST_CASE("udp_sim: a server answering a wrong endpoint for some users fails --v
   Faults faults;
   faults.wrong_endpoint = [](uint64_t id) { return id % 97 == 0; };
   FakeLoginServer server(faults);
-  const SimRun run = run_json(
-      {"--target", server.address(), "--users", "1000", "--duration", "1", "--verify"}, 30s);
+  const SimRun run = run_against(server, {"--users", "1000", "--duration", "1", "--verify"}, 1);
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 1);
-  check_accounting(s);
   const auto& v = obj(s, "verify");
   CHECK(v.at("result").as_string() == "fail");
   CHECK(num(v.at("verify_failed")) > 0);
@@ -338,14 +338,10 @@ TEST_CASE("udp_sim: lost datagrams are retried with the same request_id and byte
   Faults faults;
   faults.drop_first_of_every = 5;
   FakeLoginServer server(faults);
-  const SimRun run = run_json({"--target", server.address(), "--users", "300", "--duration", "1",
-                               "--verify", "--timeout-ms", "30", "--window", "16"},
-                              30s);
-  server.stop();
+  const SimRun run = run_against(server, {"--users", "300", "--duration", "1", "--verify",
+                                          "--timeout-ms", "30", "--window", "16"});
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 0);
-  check_accounting(s);
   CHECK(server.dropped() > 10);
   CHECK(num(s.at("retries_sent")) >= server.resent_same());
   CHECK(server.resent_same() > 0);
@@ -359,24 +355,19 @@ TEST_CASE("udp_sim: amplified answers are counted and fail --verify") {
   Faults faults;
   faults.amplify = true;
   FakeLoginServer server(faults);
-  const SimRun run = run_json(
-      {"--target", server.address(), "--users", "200", "--duration", "1", "--verify"}, 30s);
+  const SimRun run = run_against(server, {"--users", "200", "--duration", "1", "--verify"}, 1);
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 1);
   CHECK(num(s.at("amplified_replies")) > 0);
   CHECK(obj(s, "verify").at("result").as_string() == "fail");
 }
 
 TEST_CASE("udp_sim: --observed registers the sockets' own addresses") {
   FakeLoginServer server;
-  const SimRun run = run_json({"--target", server.address(), "--users", "500", "--duration", "1",
-                               "--verify", "--observed", "--sockets", "3"},
-                              30s);
-  server.stop();
+  const SimRun run = run_against(
+      server, {"--users", "500", "--duration", "1", "--verify", "--observed", "--sockets", "3"});
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 0);
   CHECK(obj(s, "verify").at("result").as_string() == "pass");
   CHECK(num(obj(s, "verify").at("echo_checked")) >= 500);
   std::unordered_set<uint16_t> ports;
@@ -392,15 +383,12 @@ TEST_CASE("udp_sim: open loop sends on its schedule, sleeping or busy-waiting") 
   for (const bool busy_wait : {false, true}) {
     CAPTURE(busy_wait);
     FakeLoginServer server;
-    std::vector<std::string> args = {"--target", server.address(), "--users",
-                                     "100",      "--duration",     "1",
-                                     "--rate",   "2000",           "--verify"};
+    std::vector<std::string> args = {"--users", "100",  "--duration", "1",
+                                     "--rate",  "2000", "--verify"};
     if (busy_wait) args.push_back("--busy-wait");
-    const SimRun run = run_json(args, 30s);
+    const SimRun run = run_against(server, args);
     const auto& s = run.summary;
     CAPTURE(boost::json::serialize(s));
-    CHECK(run.exit_code == 0);
-    check_accounting(s);
     CHECK(s.at("mode").as_string() == "open");
     // Requests due in [start, start + 1 s): exactly 2000, sent or (if the machine stalled) unsent.
     CHECK(num(s.at("requests")) + num(s.at("unsent")) == 2000);
@@ -411,14 +399,10 @@ TEST_CASE("udp_sim: open loop sends on its schedule, sleeping or busy-waiting") 
 
 TEST_CASE("udp_sim: --warmup leaves the warm-up's requests out of every figure") {
   FakeLoginServer server;
-  const SimRun run = run_json({"--target", server.address(), "--users", "1000", "--warmup", "1",
-                               "--duration", "1", "--rate", "2000", "--verify"},
-                              30s);
-  server.stop();
+  const SimRun run = run_against(server, {"--users", "1000", "--warmup", "1", "--duration", "1",
+                                          "--rate", "2000", "--verify"});
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 0);
-  check_accounting(s);
   // Only the measured second's 2000 requests count; the server saw both seconds'.
   CHECK(num(s.at("requests")) + num(s.at("unsent")) == 2000);
   CHECK(server.received() >= 3800);
@@ -426,21 +410,19 @@ TEST_CASE("udp_sim: --warmup leaves the warm-up's requests out of every figure")
   // LOGOUTs (about 5% of 2000), and --verify, which tracks the warm-up too, judges the LOOKUPs.
   CHECK(num(obj(obj(s, "ops"), "LOGIN").at("requests")) < 500);
   CHECK(obj(s, "verify").at("result").as_string() == "pass");
+  // elapsed_s leaves the warm-up out: pinned with chosen times in the unit test of RunPhases; here
+  // only that the measured part ran to its end.
+  CHECK(s.at("warmup_s").to_number<double>() == 1.0);
   CHECK(s.at("elapsed_s").to_number<double>() >= 1.0);
-  CHECK(s.at("elapsed_s").to_number<double>() < 1.9);
 }
 
 TEST_CASE("udp_sim: --echo takes a bare echo server's copies as OK answers") {
   Faults faults;
   faults.echo = true;
   FakeLoginServer server(faults);
-  const SimRun run =
-      run_json({"--target", server.address(), "--users", "500", "--duration", "1", "--echo"}, 30s);
-  server.stop();
+  const SimRun run = run_against(server, {"--users", "500", "--duration", "1", "--echo"});
   const auto& s = run.summary;
   CAPTURE(boost::json::serialize(s));
-  CHECK(run.exit_code == 0);
-  check_accounting(s);
   CHECK(num(s.at("replies")) > 0);
   CHECK(num(obj(s, "status").at("OK")) == num(s.at("replies")));
   CHECK(num(s.at("malformed_replies")) == 0);
@@ -450,16 +432,12 @@ TEST_CASE("udp_sim: --echo takes a bare echo server's copies as OK answers") {
 
 TEST_CASE("udp_sim: no server at the target exits 69") {
   // A port that was free a moment ago: nothing listens there.
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  uint16_t port = 0;
+  const int fd = bind_loopback(SOCK_DGRAM, port);
+  REQUIRE(fd >= 0);
   close(fd);
-  const SimRun run = run_json({"--target", "127.0.0.1:" + std::to_string(ntohs(a.sin_port)),
-                               "--users", "10", "--duration", "1", "--timeout-ms", "50"},
+  const SimRun run = run_json({"--target", "127.0.0.1:" + std::to_string(port), "--users", "10",
+                               "--duration", "1", "--timeout-ms", "50"},
                               30s);
   CHECK(run.exit_code == 69);
   CHECK(num(run.summary.at("replies")) == 0);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/shard_map.h"
+#include "common/table_edits.h"
 
 namespace imhash {
 namespace {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/hash.h"
+#include "common/table_edits.h"
 
 namespace imhash {
 namespace {
@@ -177,68 +178,87 @@ TEST_CASE("routing_table: JSON output is one line per server and per range") {
 TEST_CASE("routing_table: JSON errors name what is wrong") {
   const std::string head = R"({"version": 1, "mode": "modulo", )";
   const std::string one = R"("servers": [{"name": "a"}])";
+  const std::string range_head = R"({"version": 1, "mode": "range", "servers": [{"name": "a"}], )";
+  auto error_of = [](const std::string& json) {
+    TableResult r = parse_table_json(json);
+    CAPTURE(json);
+    CHECK_FALSE(r.ok());
+    return r.error;
+  };
 
-  check_parse_error("", {"invalid JSON", "line 1"});
+  // Syntax, with the place.
+  CHECK(error_of("") == "invalid JSON at line 1, column 1: incomplete JSON");
   check_parse_error("{\"version\": 1,\n  \"mode\": ]", {"invalid JSON", "line 2, column 11"});
-  check_parse_error(head + one + "} x", {"invalid JSON"});
-  check_parse_error(head + one + "} {}", {"invalid JSON"});
+  CHECK(error_of(head + one + "} x") ==
+        "invalid JSON at line 1, column 62: text after the end of the document");
+  check_parse_error(head + one + "} {}", {"invalid JSON at line 1, column 62"});
   check_parse_error(head + one + ", /* c */}", {"invalid JSON"});  // strict JSON: no comments
-  check_parse_error("[1, 2]", {"must be a JSON object", "array"});
-  check_parse_error(head + one + R"(, "modulo_hsh": "mix"})",
-                    {"unknown key \"modulo_hsh\"", "the table"});
-  check_parse_error(
-      head + R"("servers": [{"name": "a", "shard": 2}]})",
-      {"unknown key \"shard\"", "servers[0]", "expected name, address, shards, weight"});
-  check_parse_error(R"({"version": 1, "mode": "range", "servers": [{"name": "a"}],
-                        "ranges": [{"lo": 0, "hi": 18446744073709551615, "server": "a", "x": 1}]})",
-                    {"unknown key \"x\"", "ranges[0]"});
-  check_parse_error(head + one + R"(, "version": 2})", {"duplicate key \"version\"", "line 1"});
-  check_parse_error(head + R"("servers": [{"name": "a", "name": "b"}]})",
-                    {"duplicate key \"name\""});
-  check_parse_error(R"({"mode": "modulo", "servers": []})", {"missing key \"version\""});
-  check_parse_error(R"({"version": 1, "servers": []})", {"missing key \"mode\""});
-  check_parse_error(R"({"version": 1, "mode": "modulo"})", {"missing key \"servers\""});
-  check_parse_error(head + R"("servers": [{"shards": 2}]})",
-                    {"missing key \"name\"", "servers[0]"});
-  check_parse_error(R"({"version": 1, "mode": "range", "servers": [{"name": "a"}],
-                        "ranges": [{"lo": 0, "server": "a"}]})",
-                    {"missing key \"hi\"", "ranges[0]"});
-  check_parse_error(R"({"version": -1, "mode": "modulo", )" + one + "}",
-                    {"\"version\" must not be negative", "-1"});
-  check_parse_error(R"({"version": 1.5, "mode": "modulo", )" + one + "}",
-                    {"\"version\" must be an integer"});
-  check_parse_error(R"({"version": 1e3, "mode": "modulo", )" + one + "}",
-                    {"\"version\" must be an integer"});
-  check_parse_error(R"({"version": 18446744073709551616, "mode": "modulo", )" + one + "}",
-                    {"\"version\" must be an integer between 0 and 18446744073709551615"});
-  check_parse_error(R"({"version": "1", "mode": "modulo", )" + one + "}",
-                    {"\"version\" must be an integer, not a string"});
-  check_parse_error(R"({"version": 1, "mode": "hash", )" + one + "}",
-                    {"\"mode\" must be \"modulo\", \"range\" or \"ring\"", "\"hash\""});
-  check_parse_error(R"({"version": 1, "mode": 2, )" + one + "}", {"\"mode\" must be a string"});
-  check_parse_error(head + R"("modulo_hash": "crc", )" + one + "}",
-                    {"\"modulo_hash\" must be \"mix\" or \"identity\"", "\"crc\""});
-  check_parse_error(head + R"("servers": {}})", {"\"servers\" must be an array, not a object"});
-  check_parse_error(head + R"("servers": ["a"]})", {"servers[0] must be an object, not a string"});
-  check_parse_error(head + R"("servers": [{"name": 5}]})", {"servers[0].name must be a string"});
-  check_parse_error(head + R"("servers": [{"name": "a", "address": null}]})",
-                    {"servers[0].address must be a string, not a null"});
-  check_parse_error(head + R"("servers": [{"name": "a", "shards": 4294967296}]})",
-                    {"servers[0].shards is out of range", "4294967296"});
-  check_parse_error(head + R"("servers": [{"name": "a", "weight": -2}]})",
-                    {"servers[0].weight must not be negative"});
-  check_parse_error(head + R"("servers": [{"name": "a", "weight": true}]})",
-                    {"servers[0].weight must be an integer, not a boolean"});
-  check_parse_error(head + one + R"(, "ranges": {}})", {"\"ranges\" must be an array"});
-  check_parse_error(head + one + R"(, "ranges": [[]]})", {"ranges[0] must be an object"});
-  check_parse_error(R"({"version": 1, "mode": "range", "servers": [{"name": "a"}],
-                        "ranges": [{"lo": 0, "hi": -1, "server": "a"}]})",
-                    {"ranges[0].hi must not be negative"});
-  check_parse_error(R"({"version": 1, "mode": "range", "servers": [{"name": "a"}],
-                        "ranges": [{"lo": 0, "hi": 18446744073709551615, "server": 1}]})",
-                    {"ranges[0].server must be a string"});
+  CHECK(error_of(head + one + R"(, "version": 2})") ==
+        R"(duplicate key "version" at line 1, column 70 (each key may appear once in an object))");
+  CHECK(error_of(head + R"("servers": [{"name": "a", "name": "b"}]})") ==
+        R"(duplicate key "name" at line 1, column 65 (each key may appear once in an object))");
+  CHECK(error_of("[1, 2]") == "the table must be a JSON object, not an array");
+
+  // Unknown and missing keys, by their full path.
+  CHECK(error_of(head + one + R"(, "modulo_hsh": "mix"})") ==
+        R"(unknown key "modulo_hsh" (expected version, mode, modulo_hash, servers, ranges))");
+  CHECK(error_of(head + R"("servers": [{"name": "a", "shard": 2}]})") ==
+        R"(unknown key "servers[0].shard" (expected name, address, shards, weight))");
+  CHECK(error_of(range_head +
+                 R"("ranges": [{"lo": 0, "hi": 18446744073709551615, "server": "a", "x": 1}]})") ==
+        R"(unknown key "ranges[0].x" (expected lo, hi, server))");
+  CHECK(error_of(R"({"mode": "modulo", "servers": []})") == R"("version" is missing)");
+  CHECK(error_of(R"({"version": 1, "servers": []})") == R"("mode" is missing)");
+  CHECK(error_of(R"({"version": 1, "mode": "modulo"})") == R"("servers" is missing)");
+  CHECK(error_of(head + R"("servers": [{"shards": 2}]})") == R"("servers[0].name" is missing)");
+  CHECK(error_of(range_head + R"("ranges": [{"lo": 0, "server": "a"}]})") ==
+        R"("ranges[0].hi" is missing)");
+
+  // Integers: no sign, no fraction, no exponent, within their type.
+  const std::string u64_rule = "must be an integer between 0 and 18446744073709551615";
+  const std::string u32_rule = "must be an integer between 0 and 4294967295";
+  CHECK(error_of(R"({"version": -1, "mode": "modulo", )" + one + "}") ==
+        R"("version" )" + u64_rule + " (got -1)");
+  CHECK(error_of(R"({"version": 1.5, "mode": "modulo", )" + one + "}") ==
+        R"("version" )" + u64_rule + " (got 1.5E0)");
+  CHECK(error_of(R"({"version": 1e3, "mode": "modulo", )" + one + "}") ==
+        R"("version" )" + u64_rule + " (got 1E3)");
+  CHECK(error_of(R"({"version": 18446744073709551616, "mode": "modulo", )" + one + "}") ==
+        R"("version" )" + u64_rule + " (got 1.8446744073709552E19)");
+  CHECK(error_of(R"({"version": "1", "mode": "modulo", )" + one + "}") ==
+        R"("version" )" + u64_rule + ", not a string");
+  CHECK(error_of(head + R"("servers": [{"name": "a", "shards": 4294967296}]})") ==
+        R"("servers[0].shards" )" + u32_rule + " (got 4294967296)");
+  CHECK(error_of(head + R"("servers": [{"name": "a", "weight": -2}]})") ==
+        R"("servers[0].weight" )" + u32_rule + " (got -2)");
+  CHECK(error_of(head + R"("servers": [{"name": "a", "weight": true}]})") ==
+        R"("servers[0].weight" )" + u32_rule + ", not a boolean");
+  CHECK(error_of(range_head + R"("ranges": [{"lo": 0, "hi": -1, "server": "a"}]})") ==
+        R"("ranges[0].hi" )" + u64_rule + " (got -1)");
+
+  // Names, strings, arrays and objects.
+  CHECK(error_of(R"({"version": 1, "mode": "hash", )" + one + "}") ==
+        R"("mode" must be "modulo", "range" or "ring" (got "hash"))");
+  CHECK(error_of(R"({"version": 1, "mode": 2, )" + one + "}") ==
+        R"("mode" must be "modulo", "range" or "ring", not a number)");
+  CHECK(error_of(head + R"("modulo_hash": "crc", )" + one + "}") ==
+        R"("modulo_hash" must be "mix" or "identity" (got "crc"))");
+  CHECK(error_of(head + R"("servers": {}})") == R"("servers" must be an array, not an object)");
+  CHECK(error_of(head + R"("servers": ["a"]})") ==
+        R"("servers[0]" must be an object, not a string)");
+  CHECK(error_of(head + R"("servers": [{"name": "a"}, {"name": 5}]})") ==
+        R"("servers[1].name" must be a string, not a number)");
+  CHECK(error_of(head + R"("servers": [{"name": "a", "address": null}]})") ==
+        R"("servers[0].address" must be a string, not null)");
+  CHECK(error_of(head + one + R"(, "ranges": {}})") ==
+        R"("ranges" must be an array, not an object)");
+  CHECK(error_of(head + one + R"(, "ranges": [[]]})") ==
+        R"("ranges[0]" must be an object, not an array)");
+  CHECK(
+      error_of(range_head + R"("ranges": [{"lo": 0, "hi": 18446744073709551615, "server": 1}]})") ==
+      R"("ranges[0].server" must be a string, not a number)");
   // Parsing validates.
-  check_parse_error(head + R"("servers": []})", {"no servers"});
+  CHECK(error_of(head + R"("servers": []})") == "the table has no servers");
   // Deeply nested input is refused, not recursed into.
   check_parse_error(std::string(100000, '['), {"invalid JSON"});
 }
@@ -396,7 +416,8 @@ TEST_CASE("routing_table: load_table_file") {
     std::filesystem::remove(path);
     CHECK_FALSE(r.ok());
     CHECK(contains(r.error, path));
-    CHECK(contains(r.error, "unknown key \"wieght\""));
+    CHECK(contains(
+        r.error, R"(: unknown key "servers[0].wieght" (expected name, address, shards, weight))"));
   }
   SUBCASE("a directory") {
     TableResult r = load_table_file(std::filesystem::temp_directory_path().string());

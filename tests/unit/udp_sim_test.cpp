@@ -440,6 +440,27 @@ TEST_CASE("udp_sim: open-loop schedule and closed-loop quota") {
   CHECK(closed_loop_quota(64, 70) == 0);
 }
 
+TEST_CASE("udp_sim: the run's phases leave the warm-up out of the elapsed time") {
+  constexpr int64_t kSecond = 1'000'000'000;
+  const int64_t start = 7 * kSecond;
+  const RunPhases p(start, 1.0, 1.0);  // --warmup 1 --duration 1
+  CHECK(p.start == start);
+  CHECK(p.measure_from == start + kSecond);
+  CHECK(p.end == start + 2 * kSecond);
+  CHECK(p.in_warmup(start));
+  CHECK(p.in_warmup(p.measure_from - 1));
+  CHECK_FALSE(p.in_warmup(p.measure_from));
+  CHECK(p.elapsed_s(start) == 0.0);
+  CHECK(p.elapsed_s(p.measure_from - 1) == 0.0);  // the warm-up counts for nothing
+  CHECK(p.elapsed_s(p.end) == 1.0);
+  CHECK(p.elapsed_s(p.end + kSecond / 4) == 1.25);  // a drain after the end counts
+  const RunPhases none(start, 0.0, 2.5);
+  CHECK(none.measure_from == start);
+  CHECK_FALSE(none.in_warmup(start));
+  CHECK(none.end == start + 5 * kSecond / 2);
+  CHECK(none.elapsed_s(none.end) == 2.5);
+}
+
 TEST_CASE("udp_sim: exit status and verify result") {
   Counters c;
   VerifyCounts v;

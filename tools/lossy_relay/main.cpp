@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/endpoint.h"
 #include "common/options.h"
 
 namespace po = boost::program_options;
@@ -60,12 +61,12 @@ std::string to_string(const Addr& a) {
   if (a.ss.ss_family == AF_INET) {
     const auto* s = reinterpret_cast<const sockaddr_in*>(&a.ss);
     inet_ntop(AF_INET, &s->sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(s->sin_port));
+    return format_host_port(host, ntohs(s->sin_port));
   }
   if (a.ss.ss_family == AF_INET6) {
     const auto* s = reinterpret_cast<const sockaddr_in6*>(&a.ss);
     inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(s->sin6_port));
+    return format_host_port(host, ntohs(s->sin6_port));
   }
   return "?";
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "common/clock.h"
 #include "tools/udp_sim/receive_time.h"
 
 namespace imhash::sim {
@@ -20,12 +21,6 @@ namespace {
 constexpr int64_t kSecond = 1'000'000'000;
 constexpr uint32_t kMaxIssuePerTurn = 4096;  // keeps receiving while a huge window fills
 constexpr int64_t kMaxWaitNs = 50'000'000;   // a lost wake-up costs at most this
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * kSecond + ts.tv_nsec;
-}
 
 int64_t realtime_ns() {
   timespec ts;
@@ -78,13 +73,11 @@ LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserM
 }
 
 void LoadDriver::run(const std::atomic<int>& signals) {
-  start_ns_ = now_ns();
-  measure_from_ns_ = start_ns_ + std::llround(config_.warmup_s * 1e9);
-  warming_ = measure_from_ns_ > start_ns_;
-  end_ns_ = measure_from_ns_ + std::llround(config_.duration_s * 1e9);
-  next_tick_ns_ = measure_from_ns_ + kSecond;  // no progress lines during the warm-up
+  phases_ = RunPhases(monotonic_ns(), config_.warmup_s, config_.duration_s);
+  warming_ = phases_.measure_from > phases_.start;
+  next_tick_ns_ = phases_.measure_from + kSecond;  // no progress lines during the warm-up
   if (config_.open_loop()) {
-    schedule_ = OpenLoopSchedule(config_.rate, start_ns_);
+    schedule_ = OpenLoopSchedule(config_.rate, phases_.start);
     // Latency counts from each request's scheduled time, so a late wake-up is charged to the
     // server. The default timer slack lets ppoll() oversleep by up to 50 us; ask for none.
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -93,25 +86,25 @@ void LoadDriver::run(const std::atomic<int>& signals) {
   int signals_at_drain = 0;
 
   for (;;) {
-    const int64_t now = now_ns();
-    if (warming_ && now >= measure_from_ns_) {
+    const int64_t now = monotonic_ns();
+    if (warming_ && !phases_.in_warmup(now)) {
       warming_ = false;
       counters_ = Counters{};  // errors seen outside any request (send/receive) during the warm-up
     }
     const int signals_now = signals.load(std::memory_order_relaxed);
-    if (!draining && (now >= end_ns_ || signals_now > 0 || model_.finished())) {
+    if (!draining && (now >= phases_.end || signals_now > 0 || model_.finished())) {
       draining = true;
       signals_at_drain = signals_now;
-      interrupted_ = now < end_ns_ && !model_.finished();
+      interrupted_ = now < phases_.end && !model_.finished();
       drain_end_ns_ = now + timeout_ns_;
       if (config_.open_loop()) {
-        const uint64_t due = schedule_.due_by(std::min(now, end_ns_ - 1));
+        const uint64_t due = schedule_.due_by(std::min(now, phases_.end - 1));
         if (due > scheduled_) counters_.unsent += due - scheduled_;
       }
       // The load's last (maybe partial) second gets its line; the drain gets none.
       if (now - (next_tick_ns_ - kSecond) >= kSecond / 10) {
-        reporter_.progress(static_cast<double>(now - measure_from_ns_) / 1e9, counters_,
-                           model_.verify_counts(), *latencies_, table_.size());
+        reporter_.progress(phases_.elapsed_s(now), counters_, model_.verify_counts(), *latencies_,
+                           table_.size());
       }
       next_tick_ns_ = INT64_MAX;
     }
@@ -126,8 +119,8 @@ void LoadDriver::run(const std::atomic<int>& signals) {
       if (queues_[i].size() > 0 && !queues_[i].blocked) flush(i);
     }
     if (now >= next_tick_ns_) {
-      reporter_.progress(static_cast<double>(now - measure_from_ns_) / 1e9, counters_,
-                         model_.verify_counts(), *latencies_, table_.size());
+      reporter_.progress(phases_.elapsed_s(now), counters_, model_.verify_counts(), *latencies_,
+                         table_.size());
       while (next_tick_ns_ <= now) next_tick_ns_ += kSecond;
     }
 
@@ -152,12 +145,13 @@ void LoadDriver::run(const std::atomic<int>& signals) {
   for (uint32_t slot = 0; slot < table_.capacity(); ++slot) {
     if (table_.in_use(slot)) end_request(slot, nullptr, /*abandoned=*/true);
   }
-  elapsed_s_ = static_cast<double>(std::max<int64_t>(0, now_ns() - measure_from_ns_)) / 1e9;
+  elapsed_s_ = phases_.elapsed_s(monotonic_ns());
   latencies_->fold_interval();
 }
 
 int64_t LoadDriver::wake_time(int64_t now, bool draining) const {
-  int64_t t = std::min({table_.next_deadline(), next_tick_ns_, draining ? drain_end_ns_ : end_ns_});
+  int64_t t =
+      std::min({table_.next_deadline(), next_tick_ns_, draining ? drain_end_ns_ : phases_.end});
   if (!draining) {
     if (config_.open_loop()) {
       if (!table_.full()) t = std::min(t, schedule_.due_at(scheduled_));
@@ -182,7 +176,7 @@ void LoadDriver::issue(int64_t now) {
     Slot& s = table_[slot];
     s.tag = model_.next();
     s.start_ns = config_.open_loop() ? schedule_.due_at(scheduled_++) : now;
-    s.warmup = s.start_ns < measure_from_ns_;
+    s.warmup = phases_.in_warmup(s.start_ns);
     s.socket = static_cast<uint16_t>(model_.socket_of(s.tag.user));
     if (!encode(s)) {  // cannot happen with the endpoints the model makes; never loop on it
       ++counters_.send_errors;
@@ -204,7 +198,7 @@ bool LoadDriver::encode(Slot& s) {
   m.user_id = model_.id_of(s.tag.user);
   if (m.op == Op::kLogin || m.op == Op::kHeartbeat)
     m.endpoint = model_.endpoint_to_send(s.tag.user);
-  // Authentication (DESIGN §6): a TOKEN for m.user_id in LOGIN, HEARTBEAT and LOGOUT.
+  // Authentication (docs/design.md §6): a TOKEN for m.user_id in LOGIN, HEARTBEAT and LOGOUT.
   if (tokens_ && m.op != Op::kLookup && m.op != Op::kPing) {
     m.token = tokens_->token_for(s.tag.user, static_cast<uint32_t>(std::time(nullptr)));
   }
@@ -283,7 +277,7 @@ void LoadDriver::receive(size_t sock) {
       ++counters_.recv_errors;
       return;
     }
-    const int64_t now = now_ns();
+    const int64_t now = monotonic_ns();
     const int64_t realtime_minus_monotonic = realtime_ns() - now;
     for (int i = 0; i < r; ++i) {
       mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];

@@ -90,10 +90,8 @@ class LoadDriver {
 
   OpenLoopSchedule schedule_{1, 0};
   uint64_t scheduled_ = 0;  // open loop: requests given a slot so far
-  int64_t start_ns_ = 0;
-  int64_t measure_from_ns_ = 0;  // end of the warm-up: figures count requests from here on
+  RunPhases phases_;
   bool warming_ = false;
-  int64_t end_ns_ = 0;        // no new request from here on
   int64_t drain_end_ns_ = 0;  // while draining: give up on the rest from here on
   int64_t next_tick_ns_ = 0;  // next progress line
   double elapsed_s_ = 0;

@@ -1,4 +1,4 @@
-// udp_sim: the UDP client simulator imhash is load-tested with (DESIGN §7). Options glue only: the
+// udp_sim: the UDP client simulator imhash is load-tested with (docs/design.md §7). Options glue only: the
 // work is in LoadDriver (sockets, pacing, retries), UserModel (users, verification) and report.h
 // (output, the JSON fields and the exit status).
 #include <signal.h>

@@ -1,5 +1,9 @@
-// Pacing arithmetic for the two load modes, kept apart from the sockets so a unit test can check
-// it.
+// Pacing arithmetic for the two load modes and the phases of a run, kept apart from the sockets
+// and the clock so a unit test can check it with times of its choosing.
+//
+// A run (RunPhases): a warm-up from `start`, then the measured part, after which nothing new is
+// sent. Figures count only what was scheduled from `measure_from` on, and the elapsed time of the
+// summary is the measured part (plus the drain after it), never the warm-up.
 //
 // Open loop (--rate R): request k (k = 0, 1, ...) is due at start + k/R whatever the replies do,
 // and its latency is measured from that due time, not from when it actually left: a simulator
@@ -10,10 +14,30 @@
 // Plain values; any thread may use its own.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 namespace imhash::sim {
+
+struct RunPhases {
+  RunPhases() = default;
+  RunPhases(int64_t start_ns, double warmup_s, double duration_s)
+      : start(start_ns),
+        measure_from(start_ns + std::llround(warmup_s * 1e9)),
+        end(measure_from + std::llround(duration_s * 1e9)) {}
+
+  // Whether something scheduled at `t` belongs to the warm-up (and so to no figure).
+  bool in_warmup(int64_t t) const { return t < measure_from; }
+  // Seconds of the measured part at `now_ns`: 0 during the warm-up.
+  double elapsed_s(int64_t now_ns) const {
+    return static_cast<double>(std::max<int64_t>(0, now_ns - measure_from)) / 1e9;
+  }
+
+  int64_t start = 0;
+  int64_t measure_from = 0;  // the end of the warm-up
+  int64_t end = 0;           // no new request from here on
+};
 
 class OpenLoopSchedule {
  public:

@@ -68,7 +68,7 @@ struct SimConfig {
   bool busy_wait = false;
   bool json = false;
   std::string csv;  // --csv FILE: one row per progress line (per second); empty: none
-  // Authentication (DESIGN §6): with --auth-key-file, the key (read at start-up); LoadDriver
+  // Authentication (docs/design.md §6): with --auth-key-file, the key (read at start-up); LoadDriver
   // then puts a TOKEN (TokenSource) into every LOGIN, HEARTBEAT and LOGOUT. Empty: no tokens.
   std::vector<uint8_t> auth_key;
 

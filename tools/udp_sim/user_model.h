@@ -13,7 +13,7 @@
 // With --verify an OK to LOGIN or HEARTBEAT must also echo the endpoint the user registered.
 // Known limit: a try delayed inside the server past the client's timeout and applied after a later
 // request of the same user would be reported as a failure; a server that answers or drops within
-// its own deadline (DESIGN §5, 100 ms < the default 200 ms try) never does that.
+// its own deadline (docs/design.md §5, 100 ms < the default 200 ms try) never does that.
 //
 // No allocation after construction. Not thread-safe: the driver's thread only.
 #pragma once

@@ -1,0 +1,17 @@
+// Text from the input made safe and short for an error sentence or a log line. Pure; any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace imhash {
+
+// Printable ASCII is kept, other bytes become \xNN, and more than `max_bytes` input bytes are cut
+// with "...".
+std::string printable(std::string_view text, size_t max_bytes = 80);
+
+// printable(text, 64) in double quotes: how error sentences quote a value back.
+std::string quoted(std::string_view text);
+
+}  // namespace imhash

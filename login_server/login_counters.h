@@ -1,0 +1,75 @@
+// LoginCounters: every figure a login server counts, declared once (pelikan declares its metrics
+// the same way, in one table beside the module). The table below gives each plain counter its
+// field, its name in the heartbeat stats (the field's name) and its Prometheus name and help; the
+// labelled families (replies by status, drops by reason, the latency histogram, links by state)
+// follow it. Both /metrics and the heartbeat stats are generated from these declarations.
+//
+// A plain value: each worker thread owns one; the main thread sums sampled copies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+
+#include "login_server/request_plan.h"
+
+namespace imhash {
+
+// X(field, prometheus name, help)
+#define IMHASH_LOGIN_COUNTERS(X)                                                                  \
+  X(received, "imhash_login_datagrams_total", "datagrams received from clients")                 \
+  X(forwarded, "imhash_login_forwarded_total", "requests sent to hash servers")                  \
+  X(moved_retries, "imhash_login_moved_retries_total", "requests retried after MOVED")           \
+  X(fallback_reads, "imhash_login_fallback_reads_total", "lookups retried at an earlier owner")  \
+  X(fallback_hits, "imhash_login_fallback_hits_total", "fallback reads that found the user")     \
+  X(read_repairs, "imhash_login_read_repairs_total", "records copied to their new owner")        \
+  X(send_failures, "imhash_login_send_failures_total", "replies the kernel refused to send")
+
+struct LoginCounters {
+#define IMHASH_LOGIN_FIELD(field, metric, help) uint64_t field = 0;
+  IMHASH_LOGIN_COUNTERS(IMHASH_LOGIN_FIELD)
+#undef IMHASH_LOGIN_FIELD
+
+  // "imhash_login_dropped_total" by reason; stats "dropped_<reason>".
+  uint64_t dropped[static_cast<size_t>(DropReason::kCount)] = {};
+  // "imhash_login_replies_total" by status; stats "replies_<STATUS>".
+  static constexpr size_t kStatuses = 8;
+  uint64_t replies_by_status[kStatuses] = {};
+
+  // "imhash_login_request_seconds": time from receiving a forwarded request to queueing its reply
+  // (not for PING and errors answered at once). Bucket i counts latencies up to kLatencyBounds[i]
+  // seconds; the last bucket is above all of them.
+  static constexpr double kLatencyBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                              0.01,   0.025,   0.05,   0.1,   0.25};
+  static constexpr size_t kLatencyBuckets = std::size(kLatencyBounds) + 1;
+  uint64_t latency[kLatencyBuckets] = {};
+  double latency_sum_s = 0;
+
+  // "imhash_login_links" by state: filled when a worker is sampled.
+  uint32_t links_up = 0;
+  uint32_t links_down = 0;
+
+  void record_latency(int64_t nanoseconds) {
+    const double s = static_cast<double>(nanoseconds) / 1e9;
+    size_t i = 0;
+    while (i < std::size(kLatencyBounds) && s > kLatencyBounds[i]) ++i;
+    ++latency[i];
+    latency_sum_s += s;
+  }
+
+  // Adds another worker's counters (a server's figures are the sum of its workers').
+  LoginCounters& operator+=(const LoginCounters& o) {
+#define IMHASH_LOGIN_ADD(field, metric, help) field += o.field;
+    IMHASH_LOGIN_COUNTERS(IMHASH_LOGIN_ADD)
+#undef IMHASH_LOGIN_ADD
+    for (size_t i = 0; i < std::size(dropped); ++i) dropped[i] += o.dropped[i];
+    for (size_t i = 0; i < kStatuses; ++i) replies_by_status[i] += o.replies_by_status[i];
+    for (size_t i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
+    latency_sum_s += o.latency_sum_s;
+    links_up += o.links_up;
+    links_down += o.links_down;
+    return *this;
+  }
+};
+
+}  // namespace imhash

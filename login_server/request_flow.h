@@ -1,0 +1,176 @@
+// RequestFlow: the life of every client request in a login worker, from its datagram to its reply
+// (docs/design.md, "The request flow"). It decides which hash server shard each request goes to
+// under the current table, what each answer means — MOVED: retry once under a newer table, parked
+// until it arrives; NOT_FOUND during a grace period: a fallback read at an earlier owner, and a read
+// repair when that finds the user; LOGOUT during a grace period: delete the old copies first — and
+// which reply the client gets.
+//
+// It owns no socket, no clock and no lock: the worker feeds it datagrams, hash server answers,
+// link failures and the time, and carries out the actions it returns (send this frame on that
+// shard's link, reply to this client, fetch a newer table). So every path can be driven by a unit
+// test (tests/unit/request_flow_test.cpp).
+//
+// Thread rules: one RequestFlow per worker; every method runs on that worker's thread (checked in
+// debug builds).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/frame_protocol.h"
+#include "common/thread_check.h"
+#include "common/token.h"
+#include "login_server/client_addr.h"
+#include "login_server/login_counters.h"
+#include "login_server/rate_limiter.h"
+#include "login_server/request_plan.h"
+#include "login_server/routing_state.h"
+
+namespace imhash {
+
+// A link as the flow names it: one shard of one hash server. `current` is the server's index in
+// the current table when the server is there (the worker keeps its links in that order), or
+// kNotCurrent for a server only an earlier table has (a fallback read or old-copy delete).
+struct LinkTarget {
+  static constexpr uint32_t kNotCurrent = UINT32_MAX;
+  const ServerInfo* server = nullptr;
+  uint32_t current = kNotCurrent;
+  uint32_t shard = 0;
+};
+
+// What the flow asks of the links: can a frame for `target` be sent now (the link is up and not
+// full)? Implemented by the worker; by a fake in tests.
+class LinkView {
+ public:
+  virtual bool can_send(const LinkTarget& target) const = 0;
+
+ protected:
+  ~LinkView() = default;
+};
+
+struct FlowAction {
+  enum Kind : uint8_t {
+    kSend,       // put `frame` on target's link, answered (or failed) later under `token`
+    kReply,      // send reply[0..reply_size) to `to`
+    kNeedTable,  // a hash server has table `version`, newer than ours: fetch it
+  };
+  Kind kind = kReply;
+  // kSend
+  LinkTarget target;
+  frame::Request frame;  // correlation left to the link
+  uint64_t token = 0;
+  // kReply
+  ClientAddr to;
+  client::Status status = client::Status::kOk;
+  uint8_t reply_size = 0;
+  uint8_t reply[client::kMinDatagram];
+  // kNeedTable
+  uint64_t version = 0;
+};
+using FlowActions = std::vector<FlowAction>;
+
+struct FlowSettings {
+  // How long a request that met MOVED waits for the newer table (the request deadline).
+  int64_t park_ns = 100'000'000;
+  // Requests parked at most; beyond that a MOVED request is answered UNAVAILABLE.
+  uint32_t max_parked = 4096;
+  // Empty: authentication off. Otherwise LOGIN/HEARTBEAT/LOGOUT need a TOKEN MACed with this key.
+  std::vector<uint8_t> auth_key;
+  RateLimit rate_limit;  // rate 0: off
+};
+
+class RequestFlow {
+ public:
+  RequestFlow(const FlowSettings& settings, const LinkView& links, LoginCounters& counters);
+
+  // A new table is current (the worker has links to all its servers). Requests parked for it go
+  // out again; requests in flight finish on the version they were sent under.
+  void set_routing(std::shared_ptr<const RoutingState> routing, int64_t now_ns, FlowActions& out);
+  uint64_t version() const { return routing_ ? routing_->version() : 0; }
+
+  // A datagram from `from`, received at `now_ns` (steady clock) and `unix_now` (wall clock
+  // seconds, for token expiry).
+  void on_datagram(std::span<const uint8_t> datagram, const ClientAddr& from, int64_t now_ns,
+                   uint32_t unix_now, FlowActions& out);
+  // The answer to the frame sent under `token`.
+  void on_answer(uint64_t token, const frame::Response& response, int64_t now_ns,
+                 FlowActions& out);
+  // The frame sent under `token` got no answer: TIMEOUT (its deadline passed) or UNAVAILABLE (the
+  // link went down or closed).
+  void on_failure(uint64_t token, client::Status status, int64_t now_ns, FlowActions& out);
+  // Answers TIMEOUT to parked requests whose wait is over.
+  void tick(int64_t now_ns, FlowActions& out);
+
+  // Requests not answered yet (on links or parked): a stopping worker waits for 0.
+  size_t active() const { return used_; }
+  size_t parked() const { return parked_.size(); }
+
+ private:
+  // A client request (or a read repair) between its datagram and its reply.
+  struct Request {
+    enum class Stage : uint8_t {
+      kFirst,      // sent under the current table
+      kFallback,   // a LOOKUP missed at the owner: asking the owner under an earlier table
+      kRepair,     // copying a record a fallback read found to its owner (nobody waits for it)
+      kOldDelete,  // LOGOUT during a grace period: deleting the copy at an earlier owner first,
+                   // so no fallback read finds the user once the client is told it logged out
+      kNewDelete,  // ... then at the owner (as kFirst, without repeating the step above)
+    };
+    ClientAsk ask{};
+    ClientAddr client{};
+    frame::FrameType type = frame::FrameType::kPing;
+    Stage stage = Stage::kFirst;
+    bool retried = false;     // re-sent once after MOVED, under a newer table
+    uint8_t flags = 0;        // frame flags (kFlagAnyOwner, kFlagIfAbsent)
+    uint8_t earlier = 0;      // kFallback/kOldDelete: the next earlier table to consult
+    uint32_t age_seconds = 0;     // kRepair: the age of the record copied
+    int64_t received_ns = 0;      // for the latency histogram (0: a repair)
+    uint32_t generation = 0;      // of the slot, so a stale token finds nothing
+    bool live = false;
+  };
+  struct Parked {
+    uint32_t index;
+    int64_t until_ns;
+  };
+
+  uint32_t allocate();
+  void release(uint32_t index);
+  Request* find(uint64_t token);
+  uint64_t token_of(uint32_t index) const;
+
+  void forward(uint32_t index, int64_t now_ns, FlowActions& out);
+  void send(uint32_t index, const LinkTarget& target, uint64_t table_version, FlowActions& out);
+  // During grace periods: the owner of `id` under an earlier table (from index `from` on, newest
+  // first) that differs from its owner now and can be reached; advances `from` past it.
+  bool earlier_owner(uint64_t id, uint8_t& from, int64_t now_ns, LinkTarget& target,
+                     uint64_t& version) const;
+  bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
+  bool try_fallback_read(uint32_t index, int64_t now_ns, FlowActions& out);
+  void read_repair(const Request& found_for, const frame::Response& found, FlowActions& out);
+  void need_table(uint64_t their_version, FlowActions& out) const;
+  void on_moved(uint32_t index, uint64_t their_version, int64_t now_ns, FlowActions& out);
+  void reply_answer(uint32_t index, const frame::Response& response, int64_t now_ns,
+                    FlowActions& out);
+  void fail(uint32_t index, client::Status status, int64_t now_ns, FlowActions& out);
+  FlowAction& reply_action(const ClientAddr& to, client::Status status, FlowActions& out);
+  LinkTarget current_target(uint64_t id) const;
+
+  const FlowSettings& settings_;
+  const LinkView& links_;
+  LoginCounters& counters_;
+  ThreadCheck thread_;
+
+  std::shared_ptr<const RoutingState> routing_;
+  const Router* router_ = nullptr;  // routing_->current
+  std::unique_ptr<TokenMac> token_mac_;  // keyed once; null: authentication off
+  RateLimiter limiter_;
+
+  std::vector<Request> slots_;   // grows to the most requests ever in flight at once
+  std::vector<uint32_t> free_;   // free slot indexes
+  size_t used_ = 0;
+  std::vector<Parked> parked_;   // MOVED, waiting (bounded in time) for a newer table
+};
+
+}  // namespace imhash

@@ -1,0 +1,54 @@
+// Addresses as text: the one formatter (IPv6 in brackets), the port parser, the HOST:PORT check a
+// routing table applies, and Endpoint::to_string built on them.
+#include "common/endpoint.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace imhash;
+
+TEST_CASE("endpoint: format_host_port brackets IPv6 literals only") {
+  CHECK(format_host_port("127.0.0.1", 7000) == "127.0.0.1:7000");
+  CHECK(format_host_port("localhost", 0) == "localhost:0");
+  CHECK(format_host_port("::1", 7001) == "[::1]:7001");
+  CHECK(format_host_port("fe80::1%eth0", 65535) == "[fe80::1%eth0]:65535");
+  CHECK(format_host_port("::ffff:10.0.0.1", 9) == "[::ffff:10.0.0.1]:9");
+  CHECK(format_host_port("", 80) == ":80");
+}
+
+TEST_CASE("endpoint: Endpoint::to_string") {
+  CHECK(Endpoint::v4(0x7f000001, 80).to_string() == "127.0.0.1:80");
+  std::array<uint8_t, 16> loopback{};
+  loopback[15] = 1;
+  CHECK(Endpoint::v6(loopback, 9000).to_string() == "[::1]:9000");
+  CHECK(Endpoint{}.to_string() == "none");
+}
+
+TEST_CASE("endpoint: parse_port takes 0..65535 in decimal and nothing else") {
+  CHECK(parse_port("0") == uint16_t{0});
+  CHECK(parse_port("65535") == uint16_t{65535});
+  CHECK(parse_port("007") == uint16_t{7});
+  for (const char* bad : {"", "65536", "-1", "+1", " 1", "1 ", "1a", "0x10", "99999999999"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_port(bad));
+  }
+}
+
+TEST_CASE("endpoint: check_host_port says what is wrong with a table address") {
+  for (const char* good : {"h:1", "127.0.0.1:65535", "[::1]:7001", "example.com:80"}) {
+    CAPTURE(good);
+    CHECK(check_host_port(good) == "");
+  }
+  CHECK(check_host_port("") == "is empty");
+  CHECK(check_host_port(std::string(250, 'a') + ":12345") == "is longer than 255 characters");
+  CHECK(check_host_port("a b:1") == "contains a space, a control or a non-ASCII character");
+  CHECK(check_host_port("h\x01:1") == "contains a space, a control or a non-ASCII character");
+  CHECK(check_host_port("h\xc3\xa9:1") == "contains a space, a control or a non-ASCII character");
+  CHECK(check_host_port("nohost") == "is not HOST:PORT");
+  CHECK(check_host_port(":80") == "is not HOST:PORT");
+  for (const char* bad : {"h:", "h:0", "h:65536", "h:x", "h:-1"}) {
+    CAPTURE(bad);
+    CHECK(check_host_port(bad) == "does not end in a port between 1 and 65535");
+  }
+}
