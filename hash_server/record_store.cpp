@@ -3,6 +3,10 @@
 #include <bit>
 #include <stdexcept>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace imhash {
 
 using namespace store_detail;
@@ -12,6 +16,46 @@ namespace {
 constexpr uint32_t kNone = UINT32_MAX;
 // A store this large asks for huge pages on its new chunks (segment_arena.h).
 constexpr size_t kHugePageThreshold = size_t{64} << 20;
+
+// Sixteen control bytes, as bit masks (bit k: the byte at offset k).
+#ifdef __SSE2__
+struct Group {
+  __m128i v;
+  explicit Group(const uint8_t* p) : v(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) {}
+  // Full bytes whose fingerprint is `fp` (the family bit ignored: a lookup does not know it).
+  uint32_t match(uint8_t fp) const {
+    const __m128i masked = _mm_and_si128(v, _mm_set1_epi8(static_cast<char>(0xBF)));
+    return static_cast<uint32_t>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(masked, _mm_set1_epi8(static_cast<char>(fp)))));
+  }
+  uint32_t empty() const {
+    return static_cast<uint32_t>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(kEmpty)))));
+  }
+  // EMPTY or DELETED: the bytes with their top bit set.
+  uint32_t free() const { return static_cast<uint32_t>(_mm_movemask_epi8(v)); }
+};
+#else
+struct Group {
+  uint8_t b[kGroup];
+  explicit Group(const uint8_t* p) { std::memcpy(b, p, kGroup); }
+  template <typename Pred>
+  uint32_t mask(Pred pred) const {
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < kGroup; ++k) m |= uint32_t{pred(b[k])} << k;
+    return m;
+  }
+  uint32_t match(uint8_t fp) const {
+    return mask([fp](uint8_t c) { return (c & 0xBF) == fp; });
+  }
+  uint32_t empty() const {
+    return mask([](uint8_t c) { return c == kEmpty; });
+  }
+  uint32_t free() const {
+    return mask([](uint8_t c) { return (c & 0x80) != 0; });
+  }
+};
+#endif
 
 // The smallest size class whose capacity holds `n` records at load num/den.
 size_t class_for(size_t n, size_t num, size_t den) {
@@ -28,14 +72,14 @@ constexpr size_t kShrinkNum = 3, kShrinkDen = 4;
 
 uint32_t max_used(uint32_t capacity) { return capacity - capacity / 8; }  // 7/8, rounded up
 
-// A rebuilt segment may gather another 1/8 of its buckets' worth of overflowed marks (from
-// inserts after deletes) before it is rebuilt again: the rebuild costs one pass over the segment
-// per bucket_count / 8 marked buckets, and lookups stay within a bucket or two.
-uint32_t overflow_limit_after_build(uint32_t overflowed, uint32_t bucket_count) {
-  return overflowed + bucket_count / 8 + 1;
-}
-
 }  // namespace
+
+size_t RecordStore::ctrl_bytes(uint32_t capacity) { return (capacity + kGroup - 1 + 63) / 64 * 64; }
+
+size_t RecordStore::block_bytes(size_t size_class) {
+  const uint32_t cap = kSizeClasses.capacity[size_class];
+  return ctrl_bytes(cap) + (size_t{cap} * kSlotBytes + 63) / 64 * 64;
+}
 
 RecordStore::RecordStore() : arena_(std::make_unique<SegmentArena>()) {
   auto* s = new Segment;
@@ -71,87 +115,90 @@ RecordStore::~RecordStore() {
 void RecordStore::init_segment(Segment& s, size_t size_class) {
   s.size_class = static_cast<uint8_t>(size_class);
   s.capacity = kSizeClasses.capacity[size_class];
-  s.bucket_count = s.capacity / kSlots;
-  const size_t bytes = block_bytes(size_class);
-  s.buckets = reinterpret_cast<Bucket*>(arena_->allocate(bytes));
-  for (uint32_t i = 0; i < s.bucket_count; ++i) {
-    s.buckets[i].used = 0;
-    s.buckets[i].flags = 0;
-  }
+  uint8_t* block = arena_->allocate(block_bytes(size_class));
+  s.ctrl = block;
+  s.slots = block + ctrl_bytes(s.capacity);
+  std::memset(s.ctrl, kEmpty, s.capacity + kGroup - 1);
   s.size = 0;
-  s.overflowed = 0;
-  s.overflow_limit = 0;
+  s.tombstones = 0;
+  s.growth_left = max_used(s.capacity);
   s.generation = next_generation_++;
 }
 
 void RecordStore::free_segment_block(Segment& s) {
-  arena_->release(reinterpret_cast<uint8_t*>(s.buckets), block_bytes(s.size_class));
-  s.buckets = nullptr;
+  arena_->release(s.ctrl, block_bytes(s.size_class));
+  s.ctrl = s.slots = nullptr;
 }
 
 void RecordStore::account_growth() {
   if (!arena_->huge_pages() && memory_bytes() >= kHugePageThreshold) arena_->set_huge_pages(true);
 }
 
-RecordStore::Record RecordStore::record_at(const Bucket& b, uint32_t j) const {
+RecordStore::Record RecordStore::record_at(const Segment& s, uint32_t i) const {
+  const uint8_t* p = slot(s, i);
+  uint32_t addr, last_seen;
+  uint16_t port;
+  std::memcpy(&addr, p + 8, 4);
+  std::memcpy(&last_seen, p + 12, 4);
+  std::memcpy(&port, p + 16, 2);
   Record r;
-  r.endpoint =
-      b.v6(j) ? Endpoint::v6(v6_.at(b.addr[j]), b.port[j]) : Endpoint::v4(b.addr[j], b.port[j]);
-  r.last_seen = b.last_seen[j];
+  r.endpoint = (s.ctrl[i] & kFamily6) ? Endpoint::v6(v6_.at(addr), port) : Endpoint::v4(addr, port);
+  r.last_seen = last_seen;
   return r;
 }
 
-void RecordStore::write_slot(Bucket& b, uint32_t j, uint64_t id, const Endpoint& e,
+void RecordStore::write_slot(Segment& s, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
                              uint32_t last_seen) {
   // The address: IPv4 inline; IPv6 in the pool, reusing this slot's entry if it had one.
-  const uint8_t bit = static_cast<uint8_t>(1u << j);
-  const bool had_v6 = (b.used & bit) && (b.flags & bit);
+  uint8_t* p = slot(s, i);
+  const bool had_v6 = is_full(s.ctrl[i]) && (s.ctrl[i] & kFamily6);
+  uint32_t addr = 0;
+  if (had_v6) std::memcpy(&addr, p + 8, 4);
   if (e.family == 6) {
     if (had_v6) {
-      v6_.replace(b.addr[j], e.addr);
+      v6_.replace(addr, e.addr);
     } else {
-      b.addr[j] = v6_.add(e.addr);
+      addr = v6_.add(e.addr);
     }
-    b.flags |= bit;
   } else {
-    if (had_v6) v6_.release(b.addr[j]);
-    b.addr[j] = e.v4_host_order();
-    b.flags &= static_cast<uint8_t>(~bit);
+    if (had_v6) v6_.release(addr);
+    addr = e.v4_host_order();
   }
-  b.id[j] = id;
-  b.last_seen[j] = last_seen;
-  b.port[j] = e.port;
-  b.used |= bit;
+  std::memcpy(p, &id, 8);
+  std::memcpy(p + 8, &addr, 4);
+  std::memcpy(p + 12, &last_seen, 4);
+  std::memcpy(p + 16, &e.port, 2);
+  set_ctrl(s, i, static_cast<uint8_t>((e.family == 6 ? kFamily6 : 0) | fingerprint(h)));
 }
 
-uint32_t RecordStore::find(const Segment& s, uint64_t id, uint64_t h) {
-  uint32_t i = home(h, s.bucket_count);
-  // At most every bucket once: after churn every bucket of a segment may be marked overflowed.
-  for (uint32_t n = 0; n < s.bucket_count; ++n) {
-    const Bucket& b = s.buckets[i];
-    if (const uint32_t m = b.match(id); m != 0) {
-      return i * kSlots + static_cast<uint32_t>(std::countr_zero(m));
-    }
-    // Every insert that found this bucket full marked it before going on, so an id is either
-    // here or, only if it is marked, further on.
-    if ((b.flags & Bucket::kOverflowed) == 0) return kNone;
-    if (++i == s.bucket_count) i = 0;
-  }
-  return kNone;
-}
-
-uint32_t RecordStore::claim_free(Segment& s, uint64_t h) {
-  uint32_t i = home(h, s.bucket_count);
+uint32_t RecordStore::find(const Segment& s, uint64_t id, uint64_t h) const {
+  const uint8_t fp = fingerprint(h);
+  uint32_t pos = probe_start(h, s.capacity);
   for (;;) {
-    Bucket& b = s.buckets[i];
-    if (b.used != Bucket::kAllUsed) {
-      return i * kSlots + static_cast<uint32_t>(std::countr_one(b.used));
+    const Group g(s.ctrl + pos);
+    for (uint32_t m = g.match(fp); m != 0; m &= m - 1) {
+      uint32_t i = pos + static_cast<uint32_t>(std::countr_zero(m));
+      if (i >= s.capacity) i -= s.capacity;
+      if (slot_id(slot(s, i)) == id) return i;
     }
-    if ((b.flags & Bucket::kOverflowed) == 0) {
-      b.flags |= Bucket::kOverflowed;
-      ++s.overflowed;
+    // An EMPTY slot in the window ends the search: the id would have been stored before it. At
+    // least 1/8 of a segment is EMPTY, so every probe ends.
+    if (g.empty() != 0) return kNone;
+    pos += kGroup;
+    if (pos >= s.capacity) pos -= s.capacity;
+  }
+}
+
+uint32_t RecordStore::find_free(const Segment& s, uint64_t h) {
+  uint32_t pos = probe_start(h, s.capacity);
+  for (;;) {
+    if (const uint32_t m = Group(s.ctrl + pos).free(); m != 0) {
+      uint32_t i = pos + static_cast<uint32_t>(std::countr_zero(m));
+      if (i >= s.capacity) i -= s.capacity;
+      return i;
     }
-    if (++i == s.bucket_count) i = 0;
+    pos += kGroup;
+    if (pos >= s.capacity) pos -= s.capacity;
   }
 }
 
@@ -159,7 +206,7 @@ bool RecordStore::upsert(uint64_t id, const Endpoint& endpoint, uint32_t last_se
   const uint64_t h = hash_of(id);
   Segment& s = segment_of(h);
   if (const uint32_t i = find(s, id, h); i != kNone) {
-    write_slot(s.buckets[i / kSlots], i % kSlots, id, endpoint, last_seen);
+    write_slot(s, i, id, h, endpoint, last_seen);
     return false;
   }
   insert_new(id, h, endpoint, last_seen);
@@ -175,12 +222,18 @@ bool RecordStore::insert_if_absent(uint64_t id, const Endpoint& endpoint, uint32
 
 void RecordStore::insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_t last_seen) {
   Segment* s = &segment_of(h);
-  if (s->size >= max_used(s->capacity) || s->overflowed > s->overflow_limit) {
+  uint32_t i = find_free(*s, h);
+  if (s->ctrl[i] == kEmpty && s->growth_left == 0) {
     make_room(*s);  // may replace the segment (split)
     s = &segment_of(h);
+    i = find_free(*s, h);
   }
-  const uint32_t i = claim_free(*s, h);
-  write_slot(s->buckets[i / kSlots], i % kSlots, id, e, last_seen);
+  if (s->ctrl[i] == kEmpty) {
+    --s->growth_left;
+  } else {
+    --s->tombstones;
+  }
+  write_slot(*s, i, id, h, e, last_seen);
   ++s->size;
   ++size_;
 }
@@ -190,7 +243,7 @@ bool RecordStore::get(uint64_t id, Record& out) const {
   const Segment& s = segment_of(h);
   const uint32_t i = find(s, id, h);
   if (i == kNone) return false;
-  out = record_at(s.buckets[i / kSlots], i % kSlots);
+  out = record_at(s, i);
   return true;
 }
 
@@ -204,13 +257,27 @@ bool RecordStore::erase(uint64_t id) {
   return true;
 }
 
-void RecordStore::erase_at(Segment& s, uint32_t slot) {
-  Bucket& b = s.buckets[slot / kSlots];
-  const uint32_t j = slot % kSlots;
-  const uint8_t bit = static_cast<uint8_t>(1u << j);
-  if (b.flags & bit) v6_.release(b.addr[j]);
-  b.flags &= static_cast<uint8_t>(~bit);
-  b.used &= static_cast<uint8_t>(~bit);
+void RecordStore::erase_at(Segment& s, uint32_t i) {
+  if (s.ctrl[i] & kFamily6) {
+    uint32_t addr;
+    std::memcpy(&addr, slot(s, i) + 8, 4);
+    v6_.release(addr);
+  }
+  // EMPTY if every 16-slot window holding slot i has an EMPTY slot besides: then no probe ever
+  // found the window full and went past i, and ending a lookup at i loses nothing.
+  const uint32_t before = Group(s.ctrl + (i + s.capacity - kGroup) % s.capacity).empty();
+  const uint32_t after = Group(s.ctrl + i).empty();
+  const bool never_full =
+      before != 0 && after != 0 &&
+      std::countr_zero(after) + std::countl_zero(static_cast<uint16_t>(before)) <
+          static_cast<int>(kGroup);
+  if (never_full) {
+    set_ctrl(s, i, kEmpty);
+    ++s.growth_left;
+  } else {
+    set_ctrl(s, i, kDeleted);
+    ++s.tombstones;
+  }
   --s.size;
   --size_;
 }
@@ -222,8 +289,8 @@ void RecordStore::maybe_shrink(Segment& s) {
 }
 
 void RecordStore::make_room(Segment& s) {
-  if (s.size < max_used(s.capacity)) {
-    rehash(s, s.size_class);  // room enough, but the overflowed marks have piled up: clear them
+  if ((size_t{s.size} + 1) * 32 <= size_t{s.capacity} * 25) {
+    rehash(s, s.size_class);  // mostly tombstones: clear them in place
   } else if (s.size_class < kSizeClasses.top) {
     rehash(s, s.size_class + 1u);
   } else if (can_split(s)) {
@@ -235,18 +302,14 @@ void RecordStore::make_room(Segment& s) {
   }
 }
 
-void RecordStore::move_slot(const Bucket& from, uint32_t j, Segment& to) {
-  const uint32_t i = claim_free(to, hash_of(from.id[j]));
-  Bucket& b = to.buckets[i / kSlots];
-  const uint32_t k = i % kSlots;
-  const uint8_t bit = static_cast<uint8_t>(1u << k);
-  b.id[k] = from.id[j];
-  b.addr[k] = from.addr[j];
-  b.last_seen[k] = from.last_seen[j];
-  b.port[k] = from.port[j];
-  b.used |= bit;
-  if (from.v6(j)) b.flags |= bit;
+void RecordStore::move_slot(const Segment& from, uint32_t i, Segment& to) {
+  const uint8_t* src = slot(from, i);
+  const uint64_t h = hash_of(slot_id(src));
+  const uint32_t j = find_free(to, h);
+  std::memcpy(slot(to, j), src, kSlotBytes);
+  set_ctrl(to, j, from.ctrl[i]);
   ++to.size;
+  --to.growth_left;
 }
 
 void RecordStore::rehash(Segment& s, size_t size_class) {
@@ -254,13 +317,9 @@ void RecordStore::rehash(Segment& s, size_t size_class) {
   fresh.prefix = s.prefix;
   fresh.local_depth = s.local_depth;
   init_segment(fresh, size_class);
-  for (uint32_t i = 0; i < s.bucket_count; ++i) {
-    const Bucket& b = s.buckets[i];
-    for (uint32_t m = b.used; m != 0; m &= m - 1) {
-      move_slot(b, static_cast<uint32_t>(std::countr_zero(m)), fresh);
-    }
+  for (uint32_t i = 0; i < s.capacity; ++i) {
+    if (is_full(s.ctrl[i])) move_slot(s, i, fresh);
   }
-  fresh.overflow_limit = overflow_limit_after_build(fresh.overflowed, fresh.bucket_count);
   free_segment_block(s);
   capacity_ = capacity_ - s.capacity + fresh.capacity;
   s = fresh;
@@ -290,11 +349,8 @@ void RecordStore::split(Segment& s) {
   const uint32_t depth = s.local_depth;
   const uint64_t bit = uint64_t{1} << (63 - depth);
   uint32_t upper = 0;
-  for (uint32_t i = 0; i < s.bucket_count; ++i) {
-    const Bucket& b = s.buckets[i];
-    for (uint32_t m = b.used; m != 0; m &= m - 1) {
-      upper += (hash_of(b.id[std::countr_zero(m)]) & bit) != 0;
-    }
+  for (uint32_t i = 0; i < s.capacity; ++i) {
+    if (is_full(s.ctrl[i]) && (hash_of(slot_id(slot(s, i))) & bit)) ++upper;
   }
   Segment* half[2] = {new Segment, new Segment};
   for (uint64_t k = 0; k < 2; ++k) {
@@ -302,15 +358,10 @@ void RecordStore::split(Segment& s) {
     half[k]->local_depth = static_cast<uint8_t>(depth + 1);
     init_segment(*half[k], class_for(k ? upper : s.size - upper, kSplitNum, kSplitDen));
   }
-  for (uint32_t i = 0; i < s.bucket_count; ++i) {
-    const Bucket& b = s.buckets[i];
-    for (uint32_t m = b.used; m != 0; m &= m - 1) {
-      const auto j = static_cast<uint32_t>(std::countr_zero(m));
-      move_slot(b, j, *half[(hash_of(b.id[j]) & bit) ? 1 : 0]);
-    }
+  for (uint32_t i = 0; i < s.capacity; ++i) {
+    if (!is_full(s.ctrl[i])) continue;
+    move_slot(s, i, *half[(hash_of(slot_id(slot(s, i))) & bit) ? 1 : 0]);
   }
-  for (Segment* h : half)
-    h->overflow_limit = overflow_limit_after_build(h->overflowed, h->bucket_count);
   // s's directory entries: the first half now points to the lower segment, the rest to the upper.
   const size_t span = size_t{1} << (global_depth_ - depth);
   const size_t first = s.prefix << (global_depth_ - depth);
@@ -372,8 +423,7 @@ RecordStore::Shape RecordStore::shape() const {
     const Segment* s = directory_[i];
     if (i != (s->prefix << (global_depth_ - s->local_depth))) continue;
     ++sh.segments;
-    sh.overflowed += s->overflowed;
-    sh.buckets += s->bucket_count;
+    sh.tombstones += s->tombstones;
     ++sh.segments_per_class[s->size_class];
   }
   return sh;
@@ -395,37 +445,44 @@ std::string RecordStore::check() const {
     for (size_t e = i; e < i + span; ++e) {
       if (directory_[e] != &s) return fail("a segment's entries are not contiguous");
     }
-    if (s.capacity != kSizeClasses.capacity[s.size_class] || s.capacity != s.bucket_count * kSlots)
+    if (s.capacity != kSizeClasses.capacity[s.size_class])
       return fail("capacity is not its class's");
-    if (reinterpret_cast<uintptr_t>(s.buckets) % sizeof(Bucket) != 0)
-      return fail("buckets not aligned to 128 bytes");
-    uint32_t full = 0, overflowed = 0, free_slots = 0;
-    for (uint32_t k = 0; k < s.bucket_count; ++k) {
-      const Bucket& b = s.buckets[k];
-      if (b.used & ~Bucket::kAllUsed) return fail("a slot beyond the seventh is marked used");
-      if (b.flags & ~b.used & Bucket::kAllUsed) return fail("an empty slot is marked IPv6");
-      overflowed += (b.flags & Bucket::kOverflowed) != 0;
-      free_slots += kSlots - static_cast<uint32_t>(std::popcount(b.used));
-      for (uint32_t m = b.used; m != 0; m &= m - 1) {
-        const auto j = static_cast<uint32_t>(std::countr_zero(m));
-        ++full;
-        const uint64_t id = b.id[j];
-        const uint64_t h = hash_of(id);
-        if (s.local_depth > 0 && (h >> (64 - s.local_depth)) != s.prefix) {
-          return fail("record " + std::to_string(id) + " outside its segment's hash prefix");
-        }
-        if (find(s, id, h) != k * kSlots + j) {
-          return fail("record " + std::to_string(id) + " not reachable (or stored twice)");
-        }
-        if (b.v6(j)) {
-          if (!v6_.issued(b.addr[j])) return fail("IPv6 address index out of the pool");
-          ++v6;
-        }
+    for (uint32_t k = 0; k < kGroup - 1; ++k) {
+      if (s.ctrl[s.capacity + k] != s.ctrl[k]) return fail("control byte clone differs");
+    }
+    uint32_t full = 0, deleted = 0, empty = 0;
+    for (uint32_t k = 0; k < s.capacity; ++k) {
+      const uint8_t c = s.ctrl[k];
+      if (c == kEmpty) {
+        ++empty;
+        continue;
+      }
+      if (c == kDeleted) {
+        ++deleted;
+        continue;
+      }
+      if (!is_full(c)) return fail("control byte neither empty, deleted nor full");
+      ++full;
+      const uint8_t* p = slot(s, k);
+      const uint64_t id = slot_id(p);
+      const uint64_t h = hash_of(id);
+      if (s.local_depth > 0 && (h >> (64 - s.local_depth)) != s.prefix) {
+        return fail("record " + std::to_string(id) + " outside its segment's hash prefix");
+      }
+      if ((c & kFingerprintMask) != fingerprint(h)) return fail("fingerprint mismatch");
+      if (find(s, id, h) != k) return fail("record " + std::to_string(id) + " not reachable");
+      if (c & kFamily6) {
+        uint32_t addr;
+        std::memcpy(&addr, p + 8, 4);
+        if (!v6_.issued(addr)) return fail("IPv6 address index out of the pool");
+        ++v6;
       }
     }
-    if (full != s.size || overflowed != s.overflowed) return fail("segment counts are wrong");
-    if (s.size > max_used(s.capacity)) return fail("segment fuller than 7/8");
-    if (free_slots == 0) return fail("segment without a free slot");
+    if (full != s.size || deleted != s.tombstones) return fail("segment counts are wrong");
+    if (s.growth_left + s.size + s.tombstones != max_used(s.capacity)) {
+      return fail("segment growth budget is wrong");
+    }
+    if (empty == 0) return fail("segment without an empty slot");
     ++segments;
     records += s.size;
     slots += s.capacity;

@@ -1,50 +1,43 @@
 // RecordStore: one shard's records, user id -> (endpoint, last seen), in an extendible hash table
-// of small segments of 128-byte buckets, so that growth never stalls the shard, a record costs
-// 21 to 24 bytes, and a lookup reads one pair of cache lines.
+// of small Swiss-style segments, so that growth never stalls the shard and a record costs 22 to
+// 25 bytes.
 //
 // Layout. h = mix64(id, HashSeed::kStore). A directory of 2^global_depth segment pointers is
 // indexed by the top global_depth bits of h; a segment of local depth d holds every id whose h
 // starts with its d-bit prefix, so it covers one contiguous interval of hash space and appears in
-// 2^(global_depth - d) consecutive directory entries. Inside, a segment is an array of buckets,
-// open-addressed with linear probing from bucket to bucket. A bucket is 128 bytes, aligned to
-// 128 (the pair of cache lines the hardware fetches together): seven records as columns (ids
-// 7 x 8 bytes, then addresses 7 x 4, last seen 7 x 4, ports 7 x 2: 126 bytes, the 18-byte
-// payload of a record and nothing more) and two bytes of metadata: which slots hold a record,
-// which of those hold an IPv6 address (the slot then holds the address's index in the
-// AddressPool), and an "overflowed" bit. A lookup starts at its home bucket (fast_range of bits
-// 6..37 of h), compares the id with the seven ids, and goes on to the next bucket only while the
-// bucket it left has overflowed: some insert found it full and went past it. The bit is sticky
-// (a delete cannot know whether it removed the last record that went past) and is cleared when
-// the segment is rebuilt; a segment whose overflowed bits grew by 1/8 of its buckets since it was
-// built is rebuilt in place at its next insert. Deletes never move a record.
+// 2^(global_depth - d) consecutive directory entries. Inside, a segment is an open-addressed table
+// of `capacity` slots: one control byte per slot (0x80 empty, 0xFE deleted, 0b0fhhhhhh full: f the
+// address family, 1 = IPv6, h six fingerprint bits of h) and one 18-byte packed slot (id u64,
+// address u32, last_seen u32, port u16; an IPv6 address lives in the AddressPool and the slot
+// holds its index). A lookup starts at fast_range(bits 6..37 of h, capacity) and reads 16 control
+// bytes at a time (SSE2), stepping a group at a time; the first 15 control bytes are cloned after
+// the end so a group read near the end needs no wrap logic. Deletes never move a record: a slot
+// becomes EMPTY when no 16-slot window around it is full (no probe can have passed over it), else
+// DELETED (abseil's rule), so churn leaves few tombstones.
 //
-// Why buckets: the Swiss-style layout this replaced (control bytes apart from 18-byte slots) read
-// a control line and one or two slot lines per lookup, and was slower per request than the
-// single-array table before it; here a GET touches one line pair (one TLB entry), and 7 slots
-// to the pair waste 2 bytes of 128.
+// Growth is bounded per operation. Capacities come in size classes, a geometric series of ratio
+// 9/8 from 16 to 7721 slots (kSizeClasses). An insert that would take the segment's used slots
+// (records + tombstones) past 7/8 of its capacity rehashes that segment alone: in its own class
+// when at most 25/32 of it are records (tombstones go), into the next class otherwise, and at the
+// top class it splits into two segments of depth d + 1, each sized for its own records (the
+// directory doubles first when d = global_depth: only pointers are copied). The longest stall is
+// one rehash of about 6,800 records (~0.1 ms of CPU, plus the page faults of a fresh array). A segment below 3/8 full (after a delete, or when a
+// scan leaves it) rehashes into the smallest class that holds its records at 3/4 load: far enough
+// from the 7/8 growth point that a store does not alternate, and a purged store keeps at most
+// 19 / (3/8) = 51 bytes per record however the deletes fell (a purge's scan shrinks each segment
+// as it leaves it, so after a purge a segment is 2/3 to 3/4 full).
 //
-// Growth is bounded per operation. Capacities come in size classes of whole buckets, a geometric
-// series of ratio 9/8 from 2 to 1170 buckets (14 to 8190 slots, kSizeClasses). An insert that
-// would take the segment's records past 7/8 of its slots rehashes that segment alone into the
-// next class, and at the top class it splits it into two segments of depth d + 1, each sized for
-// its own records (the directory doubles first when d = global_depth: only pointers are copied).
-// The longest stall is one rehash of about 7,200 records (~0.1 ms of CPU, plus the page faults of
-// a fresh array). A segment below 3/8 full (after a delete, or when a scan leaves it) rehashes
-// into the smallest class that holds its records at 3/4 load: far enough from the 7/8 growth
-// point that a store does not alternate, and a purged store keeps at most 18.3 / (3/8) = 49
-// bytes per record however the deletes fell (a purge's scan shrinks each segment as it leaves
-// it, so after a purge a segment is 2/3 to 3/4 full).
-//
-// Memory arithmetic. A slot costs 128 / 7 = 18.3 bytes. Hashing is uniform, so all segments grow
-// in lockstep and a segment runs between 7/8 full (just before it grows) and 7/8 / (9/8) = 0.78
-// full (just after): 20.9 to 23.5 bytes per IPv4 record, plus 16 for an IPv6 address. Per
-// segment: a 56-byte header and one or two directory pointers (about 0.02 bytes per record at
-// 6,000 records a segment). prefetch() loads the home bucket's two lines, which hold the record
-// or answer the miss most of the time at these loads. Segment arrays come from SegmentArena
-// (freed arrays go back to the kernel, so the resident size follows the records after a purge).
-// Once the store holds 64 MiB, new arena chunks ask for transparent huge pages (each lookup
-// touches a random bucket; on the development VM huge pages took GETs over 10M ids from 0.99M/s
-// to 1.50M/s), leaving at most one partly used 2 MiB chunk per size class.
+// Memory arithmetic. A slot costs 19 bytes with its control byte. Hashing is uniform, so all
+// segments grow in lockstep and a segment runs between 7/8 full (just before it grows) and
+// 7/8 / (9/8) = 0.78 full (just after): 21.7 to 24.4 bytes per IPv4 record, plus 16 for an IPv6
+// address. Per segment: a 56-byte header, the control bytes rounded up to 64 with their 15 clones,
+// one or two directory pointers (about 0.02 bytes per record at 6,000 records a segment).
+// prefetch() loads the control group and the two slot lines from the probe's start, which hold
+// the record 89% of the time at these loads. Segment
+// arrays come from SegmentArena (freed arrays go back to the kernel, so the resident size follows
+// the records after a purge). Once the store holds 64 MiB, new arena chunks ask for transparent
+// huge pages (each lookup touches a random slot; on the development VM huge pages took GETs over
+// 10M ids from 0.99M/s to 1.50M/s), leaving at most one partly used 2 MiB chunk per size class.
 //
 // Scans (purges, and anything that must visit every record a bounded batch at a time) walk hash
 // space in order with a ScanCursor: (start of the segment being scanned, slot index, that
@@ -73,25 +66,22 @@ namespace imhash {
 
 namespace store_detail {
 
-inline constexpr uint32_t kBucketSlots = 7;
-
-// Slots per segment in each size class: whole buckets, 2, 3, 4, ..., 1170 buckets (kTopClass),
-// each class at least 9/8 of the one before, then larger classes that only a segment which may
-// not split uses (see RecordStore::can_split).
+// Slots per segment in each size class: 16, 18, 21, ..., 7721 (kTopClass), then larger classes
+// that only a segment which may not split uses (see RecordStore::can_split).
 struct SizeClasses {
   static constexpr size_t kMax = 160;
-  std::array<uint32_t, kMax> capacity{};  // slots
+  std::array<uint32_t, kMax> capacity{};
   size_t count = 0;
   size_t top = 0;  // the largest class a segment grows to before it splits
 
   constexpr SizeClasses() {
-    uint64_t b = 2;  // buckets
-    while (count < kMax && b * kBucketSlots < (uint64_t{1} << 30)) {
-      capacity[count] = static_cast<uint32_t>(b * kBucketSlots);
-      if (b * kBucketSlots <= 8192) top = count;
+    uint64_t c = 16;
+    while (count < kMax && c < (uint64_t{1} << 30)) {
+      capacity[count] = static_cast<uint32_t>(c);
+      if (c <= 8192) top = count;
       ++count;
-      const uint64_t next = (b * 9 + 7) / 8;
-      b = next > b ? next : b + 1;
+      const uint64_t next = (c * 9 + 7) / 8;
+      c = next > c ? next : c + 1;
     }
   }
 };
@@ -106,28 +96,12 @@ inline void prefetch_line(const void* p) {
   asm volatile("" : : "r"(p));
 }
 
-// Seven records and their metadata in one 128-byte pair of cache lines. The ids come first, so
-// that the comparisons of a lookup read one line; the rest of a record is in the second.
-struct alignas(128) Bucket {
-  static constexpr uint8_t kAllUsed = (1u << kBucketSlots) - 1;
-  static constexpr uint8_t kOverflowed = 0x80;  // in flags
-
-  uint64_t id[kBucketSlots];
-  uint32_t addr[kBucketSlots];  // IPv4 address (host order), or the IPv6 address's pool index
-  uint32_t last_seen[kBucketSlots];
-  uint16_t port[kBucketSlots];
-  uint8_t used;   // bit j: slot j holds a record
-  uint8_t flags;  // bit j < 7: slot j's address is IPv6; kOverflowed: an insert went past it
-
-  // The slots holding `key`, as a bit mask.
-  uint32_t match(uint64_t key) const {
-    uint32_t m = 0;
-    for (uint32_t j = 0; j < kBucketSlots; ++j) m |= uint32_t{id[j] == key} << j;
-    return m & used;
-  }
-  bool v6(uint32_t j) const { return (flags >> j) & 1; }
-};
-static_assert(sizeof(Bucket) == 128);
+inline constexpr uint32_t kGroup = 16;      // control bytes probed at once
+inline constexpr uint32_t kSlotBytes = 18;  // id 8, address 4, last_seen 4, port 2
+inline constexpr uint8_t kEmpty = 0x80;
+inline constexpr uint8_t kDeleted = 0xFE;
+inline constexpr uint8_t kFamily6 = 0x40;  // in a full control byte
+inline constexpr uint8_t kFingerprintMask = 0x3F;
 
 }  // namespace store_detail
 
@@ -154,8 +128,7 @@ class RecordStore {
   struct Shape {
     size_t segments = 0;
     uint32_t global_depth = 0;
-    size_t overflowed = 0;  // buckets an insert went past, over all segments
-    size_t buckets = 0;
+    size_t tombstones = 0;
     std::vector<size_t> segments_per_class;  // indexed by size class
   };
 
@@ -180,9 +153,12 @@ class RecordStore {
   void prefetch(uint64_t id) const {
     const uint64_t h = hash_of(id);
     const Segment& s = *directory_[h >> dir_shift_];
-    const auto* b = reinterpret_cast<const uint8_t*>(s.buckets + home(h, s.bucket_count));
-    store_detail::prefetch_line(b);
-    store_detail::prefetch_line(b + 64);
+    const uint32_t start = probe_start(h, s.capacity);
+    const uint8_t* slot = s.slots + size_t{start} * store_detail::kSlotBytes;
+    store_detail::prefetch_line(s.ctrl + start);
+    store_detail::prefetch_line(s.ctrl + start + store_detail::kGroup - 1);
+    store_detail::prefetch_line(slot);
+    store_detail::prefetch_line(slot + 64);
   }
 
   size_t size() const { return size_; }
@@ -202,21 +178,18 @@ class RecordStore {
   size_t slots_ahead(const ScanCursor& cursor) const;
 
   Shape shape() const;
-  // Checks every internal invariant (counts, metadata bits, each record in the segment of
+  // Checks every internal invariant (counts, control byte clones, each record in the segment of
   // its hash prefix and reachable by its probe, directory structure); returns "" or what is wrong.
   std::string check() const;
 
  private:
-  using Bucket = store_detail::Bucket;
-  static constexpr uint32_t kSlots = store_detail::kBucketSlots;
-
   struct Segment {
-    Bucket* buckets = nullptr;
-    uint32_t bucket_count = 0;
-    uint32_t capacity = 0;  // slots: kSlots * bucket_count
+    uint8_t* ctrl = nullptr;   // capacity + kGroup - 1 bytes
+    uint8_t* slots = nullptr;  // capacity * kSlotBytes bytes, in the same block
+    uint32_t capacity = 0;
     uint32_t size = 0;
-    uint32_t overflowed = 0;      // buckets with kOverflowed set
-    uint32_t overflow_limit = 0;  // rebuild in place once overflowed passes this
+    uint32_t tombstones = 0;
+    uint32_t growth_left = 0;  // EMPTY slots that may still be filled before the 7/8 limit
     uint64_t generation = 0;
     uint64_t prefix = 0;  // the top local_depth bits of its records' hashes
     uint8_t size_class = 0;
@@ -225,39 +198,53 @@ class RecordStore {
   };
 
   static uint64_t hash_of(uint64_t id) { return mix64(id, HashSeed::kStore); }
-  static uint32_t home(uint64_t h, uint32_t bucket_count) {
-    return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(h >> 6)} * bucket_count) >> 32);
+  static uint32_t probe_start(uint64_t h, uint32_t capacity) {
+    return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(h >> 6)} * capacity) >> 32);
   }
-  static size_t block_bytes(size_t size_class) {
-    return size_t{store_detail::kSizeClasses.capacity[size_class]} / kSlots * sizeof(Bucket);
-  }
+  static uint8_t fingerprint(uint64_t h) { return h & store_detail::kFingerprintMask; }
+  static bool is_full(uint8_t c) { return (c & 0x80) == 0; }
+  static size_t block_bytes(size_t size_class);
+  static size_t ctrl_bytes(uint32_t capacity);
 
-  Record record_at(const Bucket& b, uint32_t j) const;
-  // Writes the record into slot j of b (empty, or holding the same id).
-  void write_slot(Bucket& b, uint32_t j, uint64_t id, const Endpoint& e, uint32_t last_seen);
+  // Slot fields, unaligned and packed.
+  static uint64_t slot_id(const uint8_t* s) {
+    uint64_t v;
+    std::memcpy(&v, s, 8);
+    return v;
+  }
+  uint8_t* slot(const Segment& s, uint32_t i) const {
+    return s.slots + size_t{i} * store_detail::kSlotBytes;
+  }
+  Record record_at(const Segment& s, uint32_t i) const;
+  void write_slot(Segment& s, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
+                  uint32_t last_seen);
+  void set_ctrl(Segment& s, uint32_t i, uint8_t c) {
+    s.ctrl[i] = c;
+    if (i < store_detail::kGroup - 1) s.ctrl[s.capacity + i] = c;
+  }
 
   Segment& segment_of(uint64_t h) const { return *directory_[h >> dir_shift_]; }
-  // The slot (bucket * kSlots + j) holding `id`, or UINT32_MAX.
-  static uint32_t find(const Segment& s, uint64_t id, uint64_t h);
-  // The first free slot of h's probe, marking the full buckets it passes as overflowed.
-  static uint32_t claim_free(Segment& s, uint64_t h);
+  // The slot holding `id`, or UINT32_MAX.
+  uint32_t find(const Segment& s, uint64_t id, uint64_t h) const;
+  // The first EMPTY or DELETED slot of h's probe sequence.
+  static uint32_t find_free(const Segment& s, uint64_t h);
   // Inserts a record known to be absent, making room first when its segment is full.
   void insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_t last_seen);
-  void erase_at(Segment& s, uint32_t slot);
+  void erase_at(Segment& s, uint32_t i);
   // After deletes: shrinks `s` when it is below 3/8 full.
   void maybe_shrink(Segment& s);
-  // Makes room for one more record in `s` (grow or split), or rebuilds it when overflowed.
+  // Makes room for one more record in `s`: rehash in place, grow or split.
   void make_room(Segment& s);
   // Rebuilds `s` with capacity class `size_class` (smaller, equal or larger).
   void rehash(Segment& s, size_t size_class);
   bool can_split(const Segment& s) const;
   void split(Segment& s);
   void double_directory();
-  // Allocates a segment's buckets, all empty.
+  // Allocates a segment's block, all slots EMPTY.
   void init_segment(Segment& s, size_t size_class);
   void free_segment_block(Segment& s);
-  // Moves slot j of `from`'s record into `to`, which must have room (no growth).
-  static void move_slot(const Bucket& from, uint32_t j, Segment& to);
+  // Moves one full slot's record into `to`, which must have room (no growth).
+  void move_slot(const Segment& from, uint32_t i, Segment& to);
   void account_growth();
 
   // Scan helpers: the segment at the cursor (restarting it if it changed), and leaving it.
@@ -284,10 +271,8 @@ RecordStore::ScanStep RecordStore::scan(ScanCursor& c, size_t max_slots, Visitor
         static_cast<uint32_t>(std::min<size_t>(s.capacity, c.slot + (max_slots - step.examined)));
     step.examined += end - c.slot;
     for (; c.slot < end; ++c.slot) {
-      Bucket& b = s.buckets[c.slot / kSlots];
-      const uint32_t j = c.slot % kSlots;
-      if (((b.used >> j) & 1) == 0) continue;
-      if (visit(b.id[j], record_at(b, j))) {
+      if (!is_full(s.ctrl[c.slot])) continue;
+      if (visit(slot_id(slot(s, c.slot)), record_at(s, c.slot))) {
         erase_at(s, c.slot);  // moves nothing; a shrink waits until the scan leaves the segment
         ++step.erased;
       }

@@ -60,9 +60,9 @@ SegmentArena::Pool& SegmentArena::pool_for(size_t bytes) {
 }
 
 uint8_t* SegmentArena::allocate(size_t bytes) {
-  assert(bytes % 128 == 0 && bytes > 0);
+  assert(bytes % 64 == 0 && bytes > 0);
   if (bytes < kMinChunkedBlock) {
-    void* p = std::aligned_alloc(128, bytes);
+    void* p = std::aligned_alloc(64, bytes);
     if (p == nullptr) throw std::bad_alloc();
     in_use_ += bytes;
     return static_cast<uint8_t*>(p);

@@ -46,7 +46,7 @@ TEST_CASE(
 
 TEST_CASE("segment_arena: a released block's pages leave memory at once") {
   SegmentArena a;
-  constexpr size_t kBlock = 100 * 1024 + 128;  // not a whole number of pages
+  constexpr size_t kBlock = 100 * 1024 + 64;  // not a whole number of pages
   uint8_t* first = a.allocate(kBlock);
   uint8_t* second = a.allocate(kBlock);
   uint8_t* third = a.allocate(kBlock);
