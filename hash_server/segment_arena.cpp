@@ -78,7 +78,7 @@ uint8_t* SegmentArena::allocate(size_t bytes) {
   Pool& pool = pools_[pool_index];
   Chunk* chunk = nullptr;
   for (Chunk* c : pool.chunks) {
-    if (c->used < pool.blocks_per_chunk) {
+    if (c->used < pool.blocks_per_chunk && c->huge == huge_pages_ && !c->split) {
       chunk = c;
       break;
     }
@@ -86,6 +86,7 @@ uint8_t* SegmentArena::allocate(size_t bytes) {
   if (chunk == nullptr) {
     auto fresh = std::make_unique<Chunk>();
     fresh->base = map(kChunkBytes);
+    fresh->huge = huge_pages_;
     fresh->pool = static_cast<uint32_t>(pool_index);
     chunk = fresh.get();
     chunks_.emplace(reinterpret_cast<uintptr_t>(chunk->base), std::move(fresh));
@@ -141,7 +142,14 @@ void SegmentArena::release(uint8_t* block, size_t bytes) {
   c.set(i, false);
   --c.used;
   if (c.used > 0) {
-    discard(c, pool, i);
+    if (!c.huge || c.split) {
+      discard(c, pool, i);
+    } else if (size_t{c.used} * 2 <= pool.blocks_per_chunk) {
+      c.split = true;  // half empty: memory matters more than its huge page now
+      for (size_t k = 0; k < pool.blocks_per_chunk; ++k) {
+        if (!c.in_use(k)) discard(c, pool, k);
+      }
+    }
     return;
   }
   pool.chunks.erase(std::find(pool.chunks.begin(), pool.chunks.end(), &c));

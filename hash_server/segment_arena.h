@@ -12,7 +12,12 @@
 //
 // Huge pages: with set_huge_pages(true), new chunks are marked MADV_HUGEPAGE. A touched huge page
 // is resident whole, so the store switches this on only once it is large enough that a partly
-// used 2 MiB chunk per block size is a small share of it (record_store.h).
+// used 2 MiB chunk per block size is a small share of it (record_store.h). Giving back one freed
+// block of a huge page splits it into 4 KiB pages for good, and a growing store frees and reuses
+// every block again and again (each rebuild moves a segment to another block): measured at 5M
+// records, 10 of 54 chunks were still huge. So a huge chunk keeps its freed blocks resident until
+// it is half empty; then it gives back all of its free blocks, and like the chunks mapped before
+// huge pages were asked for, it only drains from then on: new blocks come from whole huge chunks.
 //
 // Not thread-safe: one store's thread (the shard's) only.
 #pragma once
@@ -58,6 +63,8 @@ class SegmentArena {
     uint8_t* base = nullptr;
     uint32_t pool = 0;
     uint32_t used = 0;
+    bool huge = false;   // mapped with MADV_HUGEPAGE
+    bool split = false;  // a huge chunk whose free blocks were given back (now 4 KiB pages)
     std::array<uint64_t, kMaxBlocksPerChunk / 64> used_bits{};
     bool in_use(size_t i) const { return (used_bits[i / 64] >> (i % 64)) & 1; }
     void set(size_t i, bool on);
