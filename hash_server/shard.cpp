@@ -55,6 +55,7 @@ void Shard::adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handl
 
 void Shard::set_router(std::shared_ptr<const Router> router) {
   asio::post(ctx_, [this, router = std::move(router)]() mutable {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     router_ = std::move(router);
     self_index_ = router_ ? router_->table().server_index(server_name_) : -1;
   });
@@ -62,6 +63,7 @@ void Shard::set_router(std::shared_ptr<const Router> router) {
 
 void Shard::stop() {
   asio::post(ctx_, [this] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     stopping_ = true;
     purge_.cancel();
     boost::system::error_code ec;
@@ -145,6 +147,7 @@ size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {
 }
 
 bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   Request q;
   if (decode_request(h, body, q) != DecodeStatus::kOk) return false;
   Response r{.type = q.type,
@@ -218,6 +221,7 @@ void Shard::handle_purge(const Request& q, Response& r) {
 }
 
 void Shard::start_purge(PurgeAction action, uint32_t age_seconds) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   if (action == PurgeAction::kCancel) {
     purge_.cancel();
   } else if (action != PurgeAction::kStatus) {
@@ -237,6 +241,7 @@ void Shard::command_purge(PurgeAction action, uint32_t age_seconds) {
 
 void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
   asio::post(ctx_, [this, done = std::move(done)] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
     ShardSnapshot s;
     s.shard = index_;
     s.records = store_.size();
@@ -250,6 +255,7 @@ void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
 }
 
 void Shard::schedule_purge_step() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
   if (purge_scheduled_ || !purge_.running() || stopping_) return;
   purge_scheduled_ = true;
   // A posted step runs after the handlers already queued, so requests interleave with the purge.
