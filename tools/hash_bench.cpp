@@ -18,6 +18,7 @@
 #include "common/frame_protocol.h"
 #include "common/options.h"
 #include "common/shard_map.h"
+#include "common/stream_buffer.h"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -48,25 +49,25 @@ Endpoint endpoint_of(uint64_t id, bool ipv6) {
   return Endpoint::v6(a, 4000);
 }
 
-// Reads exactly one frame from `socket` into `buf` (used for the handshake).
-asio::awaitable<Response> read_response(tcp::socket& socket, std::vector<uint8_t>& buf,
-                                        size_t& have) {
+// Reads exactly one frame from `socket` (the handshake's, or the answer to a lone request).
+asio::awaitable<Response> read_response(tcp::socket& socket) {
+  StreamBuffer in(4096);
   for (;;) {
-    Header h;
-    std::span<const uint8_t> body;
-    size_t used = 0;
-    const auto st = next_frame({buf.data(), have}, h, body, used);
+    Response r;
+    bool bad = false;
+    const auto st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
+      bad = decode_response(h, body, r) != DecodeStatus::kOk;
+      return false;
+    });
     if (st == DecodeStatus::kOk) {
-      Response r;
-      if (decode_response(h, body, r) != DecodeStatus::kOk) throw std::runtime_error("bad reply");
+      if (bad) throw std::runtime_error("bad reply");
       r.name = {};
-      std::memmove(buf.data(), buf.data() + used, have - used);
-      have -= used;
       co_return r;
     }
     if (st != DecodeStatus::kNeedMore) throw std::runtime_error("bad frame from server");
-    have += co_await socket.async_read_some(asio::buffer(buf.data() + have, buf.size() - have),
-                                            asio::use_awaitable);
+    const auto space = in.space();
+    in.commit(co_await socket.async_read_some(asio::buffer(space.data(), space.size()),
+                                              asio::use_awaitable));
   }
 }
 
@@ -85,9 +86,7 @@ asio::awaitable<tcp::socket> connect_shard(const BenchConfig& cfg, uint16_t shar
   std::vector<uint8_t> out;
   append_request(hello, out);
   co_await asio::async_write(socket, asio::buffer(out), asio::use_awaitable);
-  std::vector<uint8_t> buf(4096);
-  size_t have = 0;
-  Response r = co_await read_response(socket, buf, have);
+  Response r = co_await read_response(socket);
   if (r.status != FrameStatus::kOk) throw std::runtime_error("handshake refused");
   if (shard_count) *shard_count = r.shard_count;
   co_return socket;
@@ -110,8 +109,9 @@ asio::awaitable<void> drive(const BenchConfig& cfg, tcp::socket socket,
                             std::span<const uint64_t> ids, size_t first, FrameType type,
                             uint32_t pipeline, std::chrono::steady_clock::time_point until,
                             uint64_t rounds, uint64_t* done, uint64_t* errors) {
-  std::vector<uint8_t> out, in(1 << 20);
-  size_t have = 0, next = first;
+  std::vector<uint8_t> out;
+  StreamBuffer in(1 << 20);
+  size_t next = first;
   for (uint64_t round = 0;
        (rounds == 0 || round < rounds) && std::chrono::steady_clock::now() < until; ++round) {
     out.clear();
@@ -126,23 +126,16 @@ asio::awaitable<void> drive(const BenchConfig& cfg, tcp::socket socket,
     co_await asio::async_write(socket, asio::buffer(out), asio::use_awaitable);
     uint32_t replies = 0;
     while (replies < pipeline) {
-      size_t off = 0;
-      for (;;) {
-        Header h;
-        std::span<const uint8_t> body;
-        size_t used = 0;
-        const auto st = next_frame({in.data() + off, have - off}, h, body, used);
-        if (st == DecodeStatus::kNeedMore) break;
-        if (st != DecodeStatus::kOk) throw std::runtime_error("bad frame from server");
+      const auto st = drain_frames(in, [&](const Header& h, std::span<const uint8_t>) {
         if (h.status != 0 && !(type == FrameType::kGet && h.status == 1)) ++*errors;
-        off += used;
         ++replies;
-      }
-      std::memmove(in.data(), in.data() + off, have - off);
-      have -= off;
+        return true;
+      });
+      if (st != DecodeStatus::kNeedMore) throw std::runtime_error("bad frame from server");
       if (replies < pipeline) {
-        have += co_await socket.async_read_some(asio::buffer(in.data() + have, in.size() - have),
-                                                asio::use_awaitable);
+        const auto space = in.space();
+        in.commit(co_await socket.async_read_some(asio::buffer(space.data(), space.size()),
+                                                  asio::use_awaitable));
       }
     }
     *done += pipeline;
@@ -225,9 +218,7 @@ asio::awaitable<Response> call(tcp::socket& socket, const Request& q) {
   std::vector<uint8_t> out;
   append_request(q, out);
   co_await asio::async_write(socket, asio::buffer(out), asio::use_awaitable);
-  std::vector<uint8_t> buf(4096);
-  size_t have = 0;
-  co_return co_await read_response(socket, buf, have);
+  co_return co_await read_response(socket);
 }
 
 // UPSERTs ids [from, to) over one connection per shard, pipelined.
