@@ -38,6 +38,9 @@
 // the records after a purge). Once the store holds 64 MiB, new arena chunks ask for transparent
 // huge pages (each lookup touches a random slot; on the development VM huge pages took GETs over
 // 10M ids from 0.99M/s to 1.50M/s), leaving at most one partly used 2 MiB chunk per size class.
+// A lookup here reads a control line and a slot line where the old single array read one slot;
+// 128-byte buckets that read one line pair measured no faster (docs/performance.md): the page
+// walk is the cost, so the arena keeps huge chunks whole while the store grows (segment_arena.h).
 //
 // Scans (purges, and anything that must visit every record a bounded batch at a time) walk hash
 // space in order with a ScanCursor: (start of the segment being scanned, slot index, that
