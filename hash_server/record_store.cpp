@@ -74,84 +74,78 @@ uint32_t max_used(uint32_t capacity) { return capacity - capacity / 8; }  // 7/8
 
 }  // namespace
 
-size_t RecordStore::ctrl_bytes(uint32_t capacity) { return (capacity + kGroup - 1 + 63) / 64 * 64; }
-
 size_t RecordStore::block_bytes(size_t size_class) {
   const uint32_t cap = kSizeClasses.capacity[size_class];
   return ctrl_bytes(cap) + (size_t{cap} * kSlotBytes + 63) / 64 * 64;
 }
 
 RecordStore::RecordStore() : arena_(std::make_unique<SegmentArena>()) {
-  auto* s = new Segment;
+  auto s = std::make_unique<Segment>();
   init_segment(*s, 0);
-  directory_.assign(2, s);  // global depth 1 keeps the directory shift below 64
-  segment_count_ = 1;
-  capacity_ = s->capacity;
+  s->table.segment = 0;
+  directory_.assign(2, s->table);  // global depth 1 keeps the directory shift below 64
+  capacity_ = s->table.capacity;
+  segments_.push_back(std::move(s));
 }
 
 RecordStore::RecordStore(RecordStore&& o) noexcept
     : directory_(std::move(o.directory_)),
+      segments_(std::move(o.segments_)),
       global_depth_(o.global_depth_),
       dir_shift_(o.dir_shift_),
-      segment_count_(o.segment_count_),
       size_(o.size_),
       capacity_(o.capacity_),
       next_generation_(o.next_generation_),
       arena_(std::move(o.arena_)),
       v6_(std::move(o.v6_)) {
   o.directory_.clear();
-  o.segment_count_ = o.size_ = o.capacity_ = 0;
+  o.segments_.clear();
+  o.size_ = o.capacity_ = 0;
 }
 
 RecordStore::~RecordStore() {
-  for (size_t i = 0; i < directory_.size(); ++i) {
-    Segment* s = directory_[i];
-    if (i != (s->prefix << (global_depth_ - s->local_depth))) continue;  // not its first entry
-    free_segment_block(*s);
-    delete s;
-  }
+  for (auto& s : segments_) free_segment_block(*s);
 }
 
 void RecordStore::init_segment(Segment& s, size_t size_class) {
   s.size_class = static_cast<uint8_t>(size_class);
-  s.capacity = kSizeClasses.capacity[size_class];
-  uint8_t* block = arena_->allocate(block_bytes(size_class));
-  s.ctrl = block;
-  s.slots = block + ctrl_bytes(s.capacity);
-  std::memset(s.ctrl, kEmpty, s.capacity + kGroup - 1);
+  s.table.capacity = kSizeClasses.capacity[size_class];
+  s.table.ctrl = arena_->allocate(block_bytes(size_class));
+  std::memset(s.table.ctrl, kEmpty, s.table.capacity + kGroup - 1);
   s.size = 0;
   s.tombstones = 0;
-  s.growth_left = max_used(s.capacity);
+  s.growth_left = max_used(s.table.capacity);
   s.generation = next_generation_++;
 }
 
 void RecordStore::free_segment_block(Segment& s) {
-  arena_->release(s.ctrl, block_bytes(s.size_class));
-  s.ctrl = s.slots = nullptr;
+  arena_->release(s.table.ctrl, block_bytes(s.size_class));
+  s.table.ctrl = nullptr;
 }
 
 void RecordStore::account_growth() {
   if (!arena_->huge_pages() && memory_bytes() >= kHugePageThreshold) arena_->set_huge_pages(true);
 }
 
-RecordStore::Record RecordStore::record_at(const Segment& s, uint32_t i) const {
-  const uint8_t* p = slot(s, i);
+RecordStore::Record RecordStore::record_at(const Table& t, uint32_t i) const {
+  const uint8_t* p = slot(t, i);
   uint32_t addr, last_seen;
   uint16_t port;
   std::memcpy(&addr, p + 8, 4);
   std::memcpy(&last_seen, p + 12, 4);
   std::memcpy(&port, p + 16, 2);
   Record r;
-  r.endpoint = (s.ctrl[i] & kFamily6) ? Endpoint::v6(v6_.at(addr), port) : Endpoint::v4(addr, port);
+  r.endpoint = (t.ctrl[i] & kFamily6) ? Endpoint::v6(v6_.at(addr), port) : Endpoint::v4(addr, port);
   r.last_seen = last_seen;
   return r;
 }
 
-void RecordStore::write_slot(Segment& s, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
+void RecordStore::write_slot(const Table& t, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
                              uint32_t last_seen) {
   // The address: IPv4 inline; IPv6 in the pool, reusing this slot's entry if it had one.
-  uint8_t* p = slot(s, i);
-  const bool had_v6 = is_full(s.ctrl[i]) && (s.ctrl[i] & kFamily6);
+  uint8_t* p = slot(t, i);
+  const uint8_t was = t.ctrl[i];
+  const bool had_v6 = is_full(was) && (was & kFamily6);
   uint32_t addr = 0;
   if (had_v6) std::memcpy(&addr, p + 8, 4);
   if (e.family == 6) {
@@ -168,45 +162,49 @@ void RecordStore::write_slot(Segment& s, uint32_t i, uint64_t id, uint64_t h, co
   std::memcpy(p + 8, &addr, 4);
   std::memcpy(p + 12, &last_seen, 4);
   std::memcpy(p + 16, &e.port, 2);
-  set_ctrl(s, i, static_cast<uint8_t>((e.family == 6 ? kFamily6 : 0) | fingerprint(h)));
+  // An update in the same family leaves the control byte as it is: its line stays clean, so an
+  // UPSERT writes back only the slot's line.
+  const auto c = static_cast<uint8_t>((e.family == 6 ? kFamily6 : 0) | fingerprint(h));
+  if (c != was) set_ctrl(t, i, c);
 }
 
-uint32_t RecordStore::find(const Segment& s, uint64_t id, uint64_t h) const {
+uint32_t RecordStore::find(const Table& t, uint64_t id, uint64_t h) {
   const uint8_t fp = fingerprint(h);
-  uint32_t pos = probe_start(h, s.capacity);
+  uint32_t pos = probe_start(h, t.capacity);
+  const uint8_t* slots = t.slots();
   for (;;) {
-    const Group g(s.ctrl + pos);
+    const Group g(t.ctrl + pos);
     for (uint32_t m = g.match(fp); m != 0; m &= m - 1) {
       uint32_t i = pos + static_cast<uint32_t>(std::countr_zero(m));
-      if (i >= s.capacity) i -= s.capacity;
-      if (slot_id(slot(s, i)) == id) return i;
+      if (i >= t.capacity) i -= t.capacity;
+      if (slot_id(slots + size_t{i} * kSlotBytes) == id) return i;
     }
     // An EMPTY slot in the window ends the search: the id would have been stored before it. At
     // least 1/8 of a segment is EMPTY, so every probe ends.
     if (g.empty() != 0) return kNone;
     pos += kGroup;
-    if (pos >= s.capacity) pos -= s.capacity;
+    if (pos >= t.capacity) pos -= t.capacity;
   }
 }
 
-uint32_t RecordStore::find_free(const Segment& s, uint64_t h) {
-  uint32_t pos = probe_start(h, s.capacity);
+uint32_t RecordStore::find_free(const Table& t, uint64_t h) {
+  uint32_t pos = probe_start(h, t.capacity);
   for (;;) {
-    if (const uint32_t m = Group(s.ctrl + pos).free(); m != 0) {
+    if (const uint32_t m = Group(t.ctrl + pos).free(); m != 0) {
       uint32_t i = pos + static_cast<uint32_t>(std::countr_zero(m));
-      if (i >= s.capacity) i -= s.capacity;
+      if (i >= t.capacity) i -= t.capacity;
       return i;
     }
     pos += kGroup;
-    if (pos >= s.capacity) pos -= s.capacity;
+    if (pos >= t.capacity) pos -= t.capacity;
   }
 }
 
 bool RecordStore::upsert(uint64_t id, const Endpoint& endpoint, uint32_t last_seen) {
   const uint64_t h = hash_of(id);
-  Segment& s = segment_of(h);
-  if (const uint32_t i = find(s, id, h); i != kNone) {
-    write_slot(s, i, id, h, endpoint, last_seen);
+  const Table& t = table_of(h);
+  if (const uint32_t i = find(t, id, h); i != kNone) {
+    write_slot(t, i, id, h, endpoint, last_seen);
     return false;
   }
   insert_new(id, h, endpoint, last_seen);
@@ -215,67 +213,69 @@ bool RecordStore::upsert(uint64_t id, const Endpoint& endpoint, uint32_t last_se
 
 bool RecordStore::insert_if_absent(uint64_t id, const Endpoint& endpoint, uint32_t last_seen) {
   const uint64_t h = hash_of(id);
-  if (find(segment_of(h), id, h) != kNone) return false;
+  if (find(table_of(h), id, h) != kNone) return false;
   insert_new(id, h, endpoint, last_seen);
   return true;
 }
 
 void RecordStore::insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_t last_seen) {
   Segment* s = &segment_of(h);
-  uint32_t i = find_free(*s, h);
-  if (s->ctrl[i] == kEmpty && s->growth_left == 0) {
+  uint32_t i = find_free(s->table, h);
+  if (s->table.ctrl[i] == kEmpty && s->growth_left == 0) {
     make_room(*s);  // may replace the segment (split)
     s = &segment_of(h);
-    i = find_free(*s, h);
+    i = find_free(s->table, h);
   }
-  if (s->ctrl[i] == kEmpty) {
+  if (s->table.ctrl[i] == kEmpty) {
     --s->growth_left;
   } else {
     --s->tombstones;
   }
-  write_slot(*s, i, id, h, e, last_seen);
+  write_slot(s->table, i, id, h, e, last_seen);
   ++s->size;
   ++size_;
 }
 
 bool RecordStore::get(uint64_t id, Record& out) const {
   const uint64_t h = hash_of(id);
-  const Segment& s = segment_of(h);
-  const uint32_t i = find(s, id, h);
+  const Table& t = table_of(h);
+  const uint32_t i = find(t, id, h);
   if (i == kNone) return false;
-  out = record_at(s, i);
+  out = record_at(t, i);
   return true;
 }
 
 bool RecordStore::erase(uint64_t id) {
   const uint64_t h = hash_of(id);
-  Segment& s = segment_of(h);
-  const uint32_t i = find(s, id, h);
+  const Table& t = table_of(h);
+  const uint32_t i = find(t, id, h);
   if (i == kNone) return false;
+  Segment& s = *segments_[t.segment];
   erase_at(s, i);
   maybe_shrink(s);
   return true;
 }
 
 void RecordStore::erase_at(Segment& s, uint32_t i) {
-  if (s.ctrl[i] & kFamily6) {
+  const Table& t = s.table;
+  if (t.ctrl[i] & kFamily6) {
     uint32_t addr;
-    std::memcpy(&addr, slot(s, i) + 8, 4);
+    std::memcpy(&addr, slot(t, i) + 8, 4);
     v6_.release(addr);
   }
   // EMPTY if every 16-slot window holding slot i has an EMPTY slot besides: then no probe ever
   // found the window full and went past i, and ending a lookup at i loses nothing.
-  const uint32_t before = Group(s.ctrl + (i + s.capacity - kGroup) % s.capacity).empty();
-  const uint32_t after = Group(s.ctrl + i).empty();
+  const uint32_t before = Group(t.ctrl + (i + t.capacity - kGroup) % t.capacity).empty();
+  const uint32_t after = Group(t.ctrl + i).empty();
   const bool never_full =
       before != 0 && after != 0 &&
       std::countr_zero(after) + std::countl_zero(static_cast<uint16_t>(before)) <
           static_cast<int>(kGroup);
   if (never_full) {
-    set_ctrl(s, i, kEmpty);
+    set_ctrl(t, i, kEmpty);
     ++s.growth_left;
   } else {
-    set_ctrl(s, i, kDeleted);
+    set_ctrl(t, i, kDeleted);
     ++s.tombstones;
   }
   --s.size;
@@ -283,13 +283,13 @@ void RecordStore::erase_at(Segment& s, uint32_t i) {
 }
 
 void RecordStore::maybe_shrink(Segment& s) {
-  if (s.size_class == 0 || size_t{s.size} * 8 >= size_t{s.capacity} * 3) return;
+  if (s.size_class == 0 || size_t{s.size} * 8 >= size_t{s.table.capacity} * 3) return;
   const size_t target = class_for(s.size, kShrinkNum, kShrinkDen);
   if (target < s.size_class) rehash(s, target);
 }
 
 void RecordStore::make_room(Segment& s) {
-  if ((size_t{s.size} + 1) * 32 <= size_t{s.capacity} * 25) {
+  if ((size_t{s.size} + 1) * 32 <= size_t{s.table.capacity} * 25) {
     rehash(s, s.size_class);  // mostly tombstones: clear them in place
   } else if (s.size_class < kSizeClasses.top) {
     rehash(s, s.size_class + 1u);
@@ -302,12 +302,12 @@ void RecordStore::make_room(Segment& s) {
   }
 }
 
-void RecordStore::move_slot(const Segment& from, uint32_t i, Segment& to) {
+void RecordStore::move_slot(const Table& from, uint32_t i, Segment& to) {
   const uint8_t* src = slot(from, i);
   const uint64_t h = hash_of(slot_id(src));
-  const uint32_t j = find_free(to, h);
-  std::memcpy(slot(to, j), src, kSlotBytes);
-  set_ctrl(to, j, from.ctrl[i]);
+  const uint32_t j = find_free(to.table, h);
+  std::memcpy(slot(to.table, j), src, kSlotBytes);
+  set_ctrl(to.table, j, from.ctrl[i]);
   ++to.size;
   --to.growth_left;
 }
@@ -317,12 +317,14 @@ void RecordStore::rehash(Segment& s, size_t size_class) {
   fresh.prefix = s.prefix;
   fresh.local_depth = s.local_depth;
   init_segment(fresh, size_class);
-  for (uint32_t i = 0; i < s.capacity; ++i) {
-    if (is_full(s.ctrl[i])) move_slot(s, i, fresh);
+  fresh.table.segment = s.table.segment;
+  for (uint32_t i = 0; i < s.table.capacity; ++i) {
+    if (is_full(s.table.ctrl[i])) move_slot(s.table, i, fresh);
   }
   free_segment_block(s);
-  capacity_ = capacity_ - s.capacity + fresh.capacity;
+  capacity_ = capacity_ - s.table.capacity + fresh.table.capacity;
   s = fresh;
+  publish(s);
   account_growth();
 }
 
@@ -332,11 +334,11 @@ bool RecordStore::can_split(const Segment& s) const {
   // double again and again for a handful of segments: keep it within 8 entries per segment (at
   // least 4096). A segment that may not split grows into the classes above the top one.
   if (global_depth_ >= 62) return false;
-  return (size_t{2} << global_depth_) <= std::max<size_t>(4096, 8 * segment_count_);
+  return (size_t{2} << global_depth_) <= std::max<size_t>(4096, 8 * segments_.size());
 }
 
 void RecordStore::double_directory() {
-  std::vector<Segment*> doubled(directory_.size() * 2);
+  std::vector<Table> doubled(directory_.size() * 2);
   for (size_t i = 0; i < directory_.size(); ++i)
     doubled[2 * i] = doubled[2 * i + 1] = directory_[i];
   directory_.swap(doubled);
@@ -344,38 +346,47 @@ void RecordStore::double_directory() {
   --dir_shift_;
 }
 
+void RecordStore::publish(const Segment& s) {
+  const size_t span = size_t{1} << (global_depth_ - s.local_depth);
+  const size_t first = s.prefix << (global_depth_ - s.local_depth);
+  std::fill_n(directory_.begin() + static_cast<std::ptrdiff_t>(first), span, s.table);
+}
+
 void RecordStore::split(Segment& s) {
   if (s.local_depth == global_depth_) double_directory();
   const uint32_t depth = s.local_depth;
   const uint64_t bit = uint64_t{1} << (63 - depth);
+  const Table& old = s.table;
   uint32_t upper = 0;
-  for (uint32_t i = 0; i < s.capacity; ++i) {
-    if (is_full(s.ctrl[i]) && (hash_of(slot_id(slot(s, i))) & bit)) ++upper;
+  for (uint32_t i = 0; i < old.capacity; ++i) {
+    if (is_full(old.ctrl[i]) && (hash_of(slot_id(slot(old, i))) & bit)) ++upper;
   }
-  Segment* half[2] = {new Segment, new Segment};
+  // The lower half keeps s's index in segments_, the upper half takes a new one.
+  Segment half[2];
   for (uint64_t k = 0; k < 2; ++k) {
-    half[k]->prefix = s.prefix * 2 + k;
-    half[k]->local_depth = static_cast<uint8_t>(depth + 1);
-    init_segment(*half[k], class_for(k ? upper : s.size - upper, kSplitNum, kSplitDen));
+    half[k].prefix = s.prefix * 2 + k;
+    half[k].local_depth = static_cast<uint8_t>(depth + 1);
+    init_segment(half[k], class_for(k ? upper : s.size - upper, kSplitNum, kSplitDen));
   }
-  for (uint32_t i = 0; i < s.capacity; ++i) {
-    if (!is_full(s.ctrl[i])) continue;
-    move_slot(s, i, *half[(hash_of(slot_id(slot(s, i))) & bit) ? 1 : 0]);
+  half[0].table.segment = old.segment;
+  half[1].table.segment = static_cast<uint32_t>(segments_.size());
+  for (uint32_t i = 0; i < old.capacity; ++i) {
+    if (!is_full(old.ctrl[i])) continue;
+    move_slot(old, i, half[(hash_of(slot_id(slot(old, i))) & bit) ? 1 : 0]);
   }
-  // s's directory entries: the first half now points to the lower segment, the rest to the upper.
-  const size_t span = size_t{1} << (global_depth_ - depth);
-  const size_t first = s.prefix << (global_depth_ - depth);
-  for (size_t e = 0; e < span; ++e) directory_[first + e] = half[e < span / 2 ? 0 : 1];
-  capacity_ = capacity_ - s.capacity + half[0]->capacity + half[1]->capacity;
-  ++segment_count_;
+  capacity_ = capacity_ - old.capacity + half[0].table.capacity + half[1].table.capacity;
   free_segment_block(s);
-  delete &s;
+  s = half[0];
+  segments_.push_back(std::make_unique<Segment>(half[1]));
+  publish(s);
+  publish(*segments_.back());
   account_growth();
 }
 
 size_t RecordStore::memory_bytes() const {
-  return arena_->bytes_in_use() + segment_count_ * sizeof(Segment) +
-         directory_.capacity() * sizeof(Segment*) + v6_.memory_bytes();
+  return arena_->bytes_in_use() + segments_.size() * sizeof(Segment) +
+         segments_.capacity() * sizeof(segments_[0]) + directory_.capacity() * sizeof(Table) +
+         v6_.memory_bytes();
 }
 
 RecordStore::Segment& RecordStore::scan_enter(ScanCursor& c) {
@@ -407,7 +418,7 @@ size_t RecordStore::slots_ahead(const ScanCursor& c) const {
   if (c.done) return 0;
   const Segment& s = segment_of(c.position);
   const bool same = s.first_hash() == c.position && s.generation == c.generation;
-  const size_t here = same ? s.capacity - c.slot : s.capacity;
+  const size_t here = same ? s.table.capacity - c.slot : s.table.capacity;
   const uint64_t next =
       s.local_depth == 0 ? 0 : s.first_hash() + (uint64_t{1} << (64 - s.local_depth));
   // The rest of hash space holds its share of the slots (hashing is uniform).
@@ -419,9 +430,7 @@ RecordStore::Shape RecordStore::shape() const {
   Shape sh;
   sh.global_depth = global_depth_;
   sh.segments_per_class.assign(kSizeClasses.count, 0);
-  for (size_t i = 0; i < directory_.size(); ++i) {
-    const Segment* s = directory_[i];
-    if (i != (s->prefix << (global_depth_ - s->local_depth))) continue;
+  for (const auto& s : segments_) {
     ++sh.segments;
     sh.tombstones += s->tombstones;
     ++sh.segments_per_class[s->size_class];
@@ -436,23 +445,30 @@ std::string RecordStore::check() const {
   }
   size_t segments = 0, records = 0, slots = 0, v6 = 0;
   for (size_t i = 0; i < directory_.size();) {
-    const Segment& s = *directory_[i];
+    if (directory_[i].segment >= segments_.size()) return fail("directory entry without segment");
+    const Segment& s = *segments_[directory_[i].segment];
+    const Table& t = s.table;
+    if (t.segment != directory_[i].segment) return fail("segment not at its index");
     if (s.local_depth > global_depth_) return fail("local depth above global depth");
     const size_t span = size_t{1} << (global_depth_ - s.local_depth);
     if (i != (s.prefix << (global_depth_ - s.local_depth))) {
       return fail("segment at entry " + std::to_string(i) + " is not at its prefix's entries");
     }
     for (size_t e = i; e < i + span; ++e) {
-      if (directory_[e] != &s) return fail("a segment's entries are not contiguous");
+      const Table& d = directory_[e];
+      if (d.segment != t.segment) return fail("a segment's entries are not contiguous");
+      if (d.ctrl != t.ctrl || d.capacity != t.capacity) {
+        return fail("a directory entry's copy of its segment's arrays is stale");
+      }
     }
-    if (s.capacity != kSizeClasses.capacity[s.size_class])
+    if (t.capacity != kSizeClasses.capacity[s.size_class])
       return fail("capacity is not its class's");
     for (uint32_t k = 0; k < kGroup - 1; ++k) {
-      if (s.ctrl[s.capacity + k] != s.ctrl[k]) return fail("control byte clone differs");
+      if (t.ctrl[t.capacity + k] != t.ctrl[k]) return fail("control byte clone differs");
     }
     uint32_t full = 0, deleted = 0, empty = 0;
-    for (uint32_t k = 0; k < s.capacity; ++k) {
-      const uint8_t c = s.ctrl[k];
+    for (uint32_t k = 0; k < t.capacity; ++k) {
+      const uint8_t c = t.ctrl[k];
       if (c == kEmpty) {
         ++empty;
         continue;
@@ -463,14 +479,14 @@ std::string RecordStore::check() const {
       }
       if (!is_full(c)) return fail("control byte neither empty, deleted nor full");
       ++full;
-      const uint8_t* p = slot(s, k);
+      const uint8_t* p = slot(t, k);
       const uint64_t id = slot_id(p);
       const uint64_t h = hash_of(id);
       if (s.local_depth > 0 && (h >> (64 - s.local_depth)) != s.prefix) {
         return fail("record " + std::to_string(id) + " outside its segment's hash prefix");
       }
       if ((c & kFingerprintMask) != fingerprint(h)) return fail("fingerprint mismatch");
-      if (find(s, id, h) != k) return fail("record " + std::to_string(id) + " not reachable");
+      if (find(t, id, h) != k) return fail("record " + std::to_string(id) + " not reachable");
       if (c & kFamily6) {
         uint32_t addr;
         std::memcpy(&addr, p + 8, 4);
@@ -479,16 +495,16 @@ std::string RecordStore::check() const {
       }
     }
     if (full != s.size || deleted != s.tombstones) return fail("segment counts are wrong");
-    if (s.growth_left + s.size + s.tombstones != max_used(s.capacity)) {
+    if (s.growth_left + s.size + s.tombstones != max_used(t.capacity)) {
       return fail("segment growth budget is wrong");
     }
     if (empty == 0) return fail("segment without an empty slot");
     ++segments;
     records += s.size;
-    slots += s.capacity;
+    slots += t.capacity;
     i += span;
   }
-  if (segments != segment_count_) return fail("segment count is wrong");
+  if (segments != segments_.size()) return fail("segment count is wrong");
   if (records != size_) return fail("record count is wrong");
   if (slots != capacity_) return fail("capacity is wrong");
   if (v6 != v6_.size()) return fail("IPv6 pool holds a different number of addresses");

@@ -21,17 +21,20 @@
 // when at most 25/32 of it are records (tombstones go), into the next class otherwise, and at the
 // top class it splits into two segments of depth d + 1, each sized for its own records (the
 // directory doubles first when d = global_depth: only pointers are copied). The longest stall is
-// one rehash of about 6,800 records (~0.1 ms of CPU, plus the page faults of a fresh array). A segment below 3/8 full (after a delete, or when a
-// scan leaves it) rehashes into the smallest class that holds its records at 3/4 load: far enough
-// from the 7/8 growth point that a store does not alternate, and a purged store keeps at most
-// 19 / (3/8) = 51 bytes per record however the deletes fell (a purge's scan shrinks each segment
-// as it leaves it, so after a purge a segment is 2/3 to 3/4 full).
+// one rehash of about 6,800 records (~0.1 ms of CPU, plus the page faults of a fresh array). A
+// segment below 3/8 full (after a delete, or when a scan leaves it) rehashes into the smallest
+// class that holds its records at 3/4 load: far enough from the 7/8 growth point that a store does
+// not alternate, and a purged store keeps at most 19 / (3/8) = 51 bytes per record however the
+// deletes fell (a purge's scan shrinks each segment as it leaves it, so after a purge a segment is
+// 2/3 to 3/4 full).
 //
 // Memory arithmetic. A slot costs 19 bytes with its control byte. Hashing is uniform, so all
 // segments grow in lockstep and a segment runs between 7/8 full (just before it grows) and
 // 7/8 / (9/8) = 0.78 full (just after): 21.7 to 24.4 bytes per IPv4 record, plus 16 for an IPv6
-// address. Per segment: a 56-byte header, the control bytes rounded up to 64 with their 15 clones,
-// one or two directory pointers (about 0.02 bytes per record at 6,000 records a segment).
+// address. Per segment: a 48-byte header and its pointer, the control bytes rounded up to 64 with
+// their 15 clones, one or two 16-byte directory entries (about 0.03 bytes per record at 6,000
+// records a segment). A directory entry holds a copy of its segment's control-array pointer and
+// capacity, so a lookup goes from the directory straight to the segment's lines.
 // prefetch() loads the control group and the two slot lines from the probe's start, which hold
 // the record 89% of the time at these loads. Segment
 // arrays come from SegmentArena (freed arrays go back to the kernel, so the resident size follows
@@ -155,11 +158,11 @@ class RecordStore {
   // cache and TLB miss; the shard prefetches a batch's records first to overlap them.
   void prefetch(uint64_t id) const {
     const uint64_t h = hash_of(id);
-    const Segment& s = *directory_[h >> dir_shift_];
-    const uint32_t start = probe_start(h, s.capacity);
-    const uint8_t* slot = s.slots + size_t{start} * store_detail::kSlotBytes;
-    store_detail::prefetch_line(s.ctrl + start);
-    store_detail::prefetch_line(s.ctrl + start + store_detail::kGroup - 1);
+    const Table& t = directory_[h >> dir_shift_];
+    const uint32_t start = probe_start(h, t.capacity);
+    const uint8_t* slot = t.slots() + size_t{start} * store_detail::kSlotBytes;
+    store_detail::prefetch_line(t.ctrl + start);
+    store_detail::prefetch_line(t.ctrl + start + store_detail::kGroup - 1);
     store_detail::prefetch_line(slot);
     store_detail::prefetch_line(slot + 64);
   }
@@ -186,17 +189,24 @@ class RecordStore {
   std::string check() const;
 
  private:
-  struct Segment {
-    uint8_t* ctrl = nullptr;   // capacity + kGroup - 1 bytes
-    uint8_t* slots = nullptr;  // capacity * kSlotBytes bytes, in the same block
+  // Where a segment's arrays are: all that a lookup needs. The directory holds a copy of each
+  // segment's Table, so a lookup reads its directory entry and then the segment's own lines, with
+  // no segment header in between (a dependent load, and a line per segment to keep cached).
+  struct Table {
+    uint8_t* ctrl = nullptr;  // capacity + kGroup - 1 control bytes, then the slots, one block
     uint32_t capacity = 0;
+    uint32_t segment = 0;  // index in segments_
+    uint8_t* slots() const { return ctrl + ctrl_bytes(capacity); }
+  };
+  struct Segment {
+    Table table;
     uint32_t size = 0;
     uint32_t tombstones = 0;
     uint32_t growth_left = 0;  // EMPTY slots that may still be filled before the 7/8 limit
-    uint64_t generation = 0;
-    uint64_t prefix = 0;  // the top local_depth bits of its records' hashes
     uint8_t size_class = 0;
     uint8_t local_depth = 0;
+    uint64_t generation = 0;
+    uint64_t prefix = 0;  // the top local_depth bits of its records' hashes
     uint64_t first_hash() const { return local_depth == 0 ? 0 : prefix << (64 - local_depth); }
   };
 
@@ -207,7 +217,9 @@ class RecordStore {
   static uint8_t fingerprint(uint64_t h) { return h & store_detail::kFingerprintMask; }
   static bool is_full(uint8_t c) { return (c & 0x80) == 0; }
   static size_t block_bytes(size_t size_class);
-  static size_t ctrl_bytes(uint32_t capacity);
+  static constexpr size_t ctrl_bytes(uint32_t capacity) {
+    return (size_t{capacity} + store_detail::kGroup - 1 + 63) / 64 * 64;
+  }
 
   // Slot fields, unaligned and packed.
   static uint64_t slot_id(const uint8_t* s) {
@@ -215,22 +227,23 @@ class RecordStore {
     std::memcpy(&v, s, 8);
     return v;
   }
-  uint8_t* slot(const Segment& s, uint32_t i) const {
-    return s.slots + size_t{i} * store_detail::kSlotBytes;
+  static uint8_t* slot(const Table& t, uint32_t i) {
+    return t.slots() + size_t{i} * store_detail::kSlotBytes;
   }
-  Record record_at(const Segment& s, uint32_t i) const;
-  void write_slot(Segment& s, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
+  Record record_at(const Table& t, uint32_t i) const;
+  void write_slot(const Table& t, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
                   uint32_t last_seen);
-  void set_ctrl(Segment& s, uint32_t i, uint8_t c) {
-    s.ctrl[i] = c;
-    if (i < store_detail::kGroup - 1) s.ctrl[s.capacity + i] = c;
+  static void set_ctrl(const Table& t, uint32_t i, uint8_t c) {
+    t.ctrl[i] = c;
+    if (i < store_detail::kGroup - 1) t.ctrl[t.capacity + i] = c;
   }
 
-  Segment& segment_of(uint64_t h) const { return *directory_[h >> dir_shift_]; }
+  const Table& table_of(uint64_t h) const { return directory_[h >> dir_shift_]; }
+  Segment& segment_of(uint64_t h) const { return *segments_[table_of(h).segment]; }
   // The slot holding `id`, or UINT32_MAX.
-  uint32_t find(const Segment& s, uint64_t id, uint64_t h) const;
+  static uint32_t find(const Table& t, uint64_t id, uint64_t h);
   // The first EMPTY or DELETED slot of h's probe sequence.
-  static uint32_t find_free(const Segment& s, uint64_t h);
+  static uint32_t find_free(const Table& t, uint64_t h);
   // Inserts a record known to be absent, making room first when its segment is full.
   void insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_t last_seen);
   void erase_at(Segment& s, uint32_t i);
@@ -243,21 +256,23 @@ class RecordStore {
   bool can_split(const Segment& s) const;
   void split(Segment& s);
   void double_directory();
+  // Copies s's Table into its directory entries (after its arrays moved).
+  void publish(const Segment& s);
   // Allocates a segment's block, all slots EMPTY.
   void init_segment(Segment& s, size_t size_class);
   void free_segment_block(Segment& s);
   // Moves one full slot's record into `to`, which must have room (no growth).
-  void move_slot(const Segment& from, uint32_t i, Segment& to);
+  void move_slot(const Table& from, uint32_t i, Segment& to);
   void account_growth();
 
   // Scan helpers: the segment at the cursor (restarting it if it changed), and leaving it.
   Segment& scan_enter(ScanCursor& c);
   void scan_leave(ScanCursor& c, Segment& s);
 
-  std::vector<Segment*> directory_;  // 2^global_depth_ entries
+  std::vector<Table> directory_;  // 2^global_depth_ entries
+  std::vector<std::unique_ptr<Segment>> segments_;
   uint32_t global_depth_ = 1;
   uint32_t dir_shift_ = 63;  // 64 - global_depth_
-  size_t segment_count_ = 0;
   size_t size_ = 0;
   size_t capacity_ = 0;
   uint64_t next_generation_ = 1;
@@ -270,17 +285,18 @@ RecordStore::ScanStep RecordStore::scan(ScanCursor& c, size_t max_slots, Visitor
   ScanStep step;
   while (!c.done && step.examined < max_slots) {
     Segment& s = scan_enter(c);
+    const Table& t = s.table;
     const uint32_t end =
-        static_cast<uint32_t>(std::min<size_t>(s.capacity, c.slot + (max_slots - step.examined)));
+        static_cast<uint32_t>(std::min<size_t>(t.capacity, c.slot + (max_slots - step.examined)));
     step.examined += end - c.slot;
     for (; c.slot < end; ++c.slot) {
-      if (!is_full(s.ctrl[c.slot])) continue;
-      if (visit(slot_id(slot(s, c.slot)), record_at(s, c.slot))) {
+      if (!is_full(t.ctrl[c.slot])) continue;
+      if (visit(slot_id(slot(t, c.slot)), record_at(t, c.slot))) {
         erase_at(s, c.slot);  // moves nothing; a shrink waits until the scan leaves the segment
         ++step.erased;
       }
     }
-    if (c.slot == s.capacity) scan_leave(c, s);
+    if (c.slot == t.capacity) scan_leave(c, s);
   }
   return step;
 }
