@@ -92,6 +92,7 @@ enum StatIndex : uint8_t {
   kStatPurged,
   kStatConnections,
   kStatBadFrames,
+  kStatLongestTurnNs,  // the shard's longest event-loop turn since start-up, nanoseconds
   kStatCount,
 };
 

@@ -113,9 +113,9 @@ void HashServer::sample_shards() {
 
 boost::json::object HashServer::stats() const {
   uint64_t records = 0, memory = 0, upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0,
-           connections = 0, bad_frames = 0;
-  boost::json::array per_shard;
+           connections = 0, bad_frames = 0, longest_turn_ns = 0;
   for (const auto& s : snapshots_) {
+    longest_turn_ns = std::max(longest_turn_ns, s.turns.longest_ns);
     records += s.records;
     memory += s.memory_bytes;
     upserts += s.counters.upserts;
@@ -126,11 +126,17 @@ boost::json::object HashServer::stats() const {
     bad_frames += s.counters.bad_frames;
     connections += s.connections;
   }
-  return boost::json::object{{"records", records},       {"memory_bytes", memory},
-                             {"upserts", upserts},       {"gets", gets},
-                             {"deletes", deletes},       {"moved", moved},
-                             {"purged", purged},         {"connections", connections},
-                             {"bad_frames", bad_frames}, {"shards", snapshots_.size()}};
+  return boost::json::object{{"records", records},
+                             {"memory_bytes", memory},
+                             {"upserts", upserts},
+                             {"gets", gets},
+                             {"deletes", deletes},
+                             {"moved", moved},
+                             {"purged", purged},
+                             {"connections", connections},
+                             {"bad_frames", bad_frames},
+                             {"shards", snapshots_.size()},
+                             {"longest_turn_us", longest_turn_ns / 1000}};
 }
 
 control::PurgeReport HashServer::purge_report() const {
@@ -166,6 +172,16 @@ void HashServer::render_metrics(MetricsText& m) const {
               static_cast<double>(s.counters.bad_frames), shard);
     m.counter("imhash_hash_purged_total", "records deleted by purges",
               static_cast<double>(s.counters.purged), shard);
+    m.gauge("imhash_hash_longest_turn_seconds",
+            "longest event-loop turn of the shard since start-up (a batch of requests or a purge "
+            "step, with any store growth inside it)",
+            static_cast<double>(s.turns.longest_ns) * 1e-9, shard);
+    std::vector<uint64_t> cumulative;
+    uint64_t running = 0;
+    for (uint64_t n : s.turns.buckets) cumulative.push_back(running += n);
+    m.histogram("imhash_hash_turn_seconds", "event-loop turns of the shard, by duration",
+                std::vector<double>(TurnStats::kBounds.begin(), TurnStats::kBounds.end()),
+                cumulative, s.turns.sum_s, shard);
     m.gauge("imhash_purge_running", "1 while a purge runs on the shard",
             s.purge.state == PurgeState::kRunning ? 1 : 0, shard);
     m.gauge("imhash_purge_scanned_slots", "slots the current or last purge examined",

@@ -12,8 +12,7 @@ bool Purge::start(PurgeAction kind, uint32_t age_seconds, const RecordStore& sto
   }
   progress_ = {PurgeState::kRunning, kind, 0, store.capacity(), 0};
   age_seconds_ = age_seconds;
-  cursor_ = 0;
-  generation_ = store.generation();
+  cursor_ = RecordStore::ScanCursor{};
   return true;
 }
 
@@ -37,24 +36,14 @@ bool Purge::doomed(uint64_t id, const RecordStore::Record& r, const Context& ctx
 
 size_t Purge::step(RecordStore& store, size_t batch_slots, const Context& ctx) {
   if (!running()) return 0;
-  if (store.generation() != generation_) {
-    // The table grew and slots moved: scan the new table from the start. Records already judged
-    // are judged again, which is harmless; none is skipped.
-    generation_ = store.generation();
-    cursor_ = 0;
-    progress_.total = progress_.scanned + store.capacity();
-  }
-  const size_t before = cursor_;
-  const size_t deleted = store.scan_erase(
-      cursor_, batch_slots,
-      [&](uint64_t id, const RecordStore::Record& r) { return doomed(id, r, ctx); });
-  progress_.scanned += cursor_ - before;
-  progress_.deleted += deleted;
-  if (cursor_ >= store.capacity()) {
-    progress_.state = PurgeState::kDone;
-    progress_.scanned = progress_.total;
-  }
-  return deleted;
+  const RecordStore::ScanStep done =
+      store.scan(cursor_, batch_slots,
+                 [&](uint64_t id, const RecordStore::Record& r) { return doomed(id, r, ctx); });
+  progress_.scanned += done.examined;
+  progress_.deleted += done.erased;
+  progress_.total = progress_.scanned + store.slots_ahead(cursor_);
+  if (cursor_.done) progress_.state = PurgeState::kDone;
+  return done.erased;
 }
 
 }  // namespace imhash

@@ -1,6 +1,8 @@
 // Purge: the state of one lazy, incremental purge of a shard's records (docs/design.md §4). The shard runs
 // step() once per turn of its event loop, between batches of requests, so a purge of millions of
-// records never holds the thread for more than one bounded batch.
+// records never holds the thread for more than one bounded batch. It walks the store with a
+// RecordStore::ScanCursor, so every record present from the start to the end of the purge is
+// judged, whatever requests insert, delete or rehash between steps.
 //
 // Not thread-safe: all methods run on the owning shard's thread.
 #pragma once
@@ -31,7 +33,9 @@ class Purge {
   bool running() const { return progress_.state == frame::PurgeState::kRunning; }
   const frame::PurgeProgress& progress() const { return progress_; }
 
-  // Examines at most `batch_slots` slots; returns the number of records deleted.
+  // Examines at most `batch_slots` slots; returns the number of records deleted. Progress counts
+  // slots: scanned so far, and total = scanned + the store's estimate of the slots still ahead
+  // (segments rehashed meanwhile are scanned again, so total can move either way until DONE).
   size_t step(RecordStore& store, size_t batch_slots, const Context& ctx);
 
  private:
@@ -39,8 +43,7 @@ class Purge {
 
   frame::PurgeProgress progress_;
   uint32_t age_seconds_ = 0;
-  size_t cursor_ = 0;
-  uint64_t generation_ = 0;  // of the store when the cursor was set
+  RecordStore::ScanCursor cursor_;
 };
 
 }  // namespace imhash

@@ -1,24 +1,115 @@
-// RecordStore: one shard's records, user id -> (endpoint, last seen), in an open-addressing hash
-// table with linear probing and backward-shift deletion (no tombstones, so lookups stay short
-// after heavy churn and a purge can delete while it scans).
+// RecordStore: one shard's records, user id -> (endpoint, last seen), in an extendible hash table
+// of small Swiss-style segments, so that growth never stalls the shard and a record costs 22 to
+// 25 bytes.
 //
-// Memory: a slot is 24 bytes holding the id, an IPv4 address inline, the port and the last-seen
-// second; the table doubles at 3/4 load, so it runs between 3/8 and 3/4 full (32–64 bytes per
-// record, about 38 at 10 million records). IPv6 addresses live in a side pool (16 more bytes each,
-// reused through a free list), since most clients are IPv4. Tables of 2 MiB and more ask for
-// transparent huge pages (huge_page_allocator.h): each lookup probes a random slot.
+// Layout. h = mix64(id, HashSeed::kStore). A directory of 2^global_depth segment pointers is
+// indexed by the top global_depth bits of h; a segment of local depth d holds every id whose h
+// starts with its d-bit prefix, so it covers one contiguous interval of hash space and appears in
+// 2^(global_depth - d) consecutive directory entries. Inside, a segment is an open-addressed table
+// of `capacity` slots: one control byte per slot (0x80 empty, 0xFE deleted, 0b0fhhhhhh full: f the
+// address family, 1 = IPv6, h six fingerprint bits of h) and one 18-byte packed slot (id u64,
+// address u32, last_seen u32, port u16; an IPv6 address lives in the AddressPool and the slot
+// holds its index). A lookup starts at fast_range(bits 6..37 of h, capacity) and reads 16 control
+// bytes at a time (SSE2), stepping a group at a time; the first 15 control bytes are cloned after
+// the end so a group read near the end needs no wrap logic. Deletes never move a record: a slot
+// becomes EMPTY when no 16-slot window around it is full (no probe can have passed over it), else
+// DELETED (abseil's rule), so churn leaves few tombstones.
+//
+// Growth is bounded per operation. Capacities come in size classes, a geometric series of ratio
+// 9/8 from 16 to 7721 slots (kSizeClasses). An insert that would take the segment's used slots
+// (records + tombstones) past 7/8 of its capacity rehashes that segment alone: in its own class
+// when at most 25/32 of it are records (tombstones go), into the next class otherwise, and at the
+// top class it splits into two segments of depth d + 1, each sized for its own records (the
+// directory doubles first when d = global_depth: only pointers are copied). The longest stall is
+// one rehash of about 6,800 records (~0.1 ms of CPU, plus the page faults of a fresh array). A
+// segment below 3/8 full (after a delete, or when a scan leaves it) rehashes into the smallest
+// class that holds its records at 3/4 load: far enough from the 7/8 growth point that a store does
+// not alternate, and a purged store keeps at most 19 / (3/8) = 51 bytes per record however the
+// deletes fell (a purge's scan shrinks each segment as it leaves it, so after a purge a segment is
+// 2/3 to 3/4 full).
+//
+// Memory arithmetic. A slot costs 19 bytes with its control byte. Hashing is uniform, so all
+// segments grow in lockstep and a segment runs between 7/8 full (just before it grows) and
+// 7/8 / (9/8) = 0.78 full (just after): 21.7 to 24.4 bytes per IPv4 record, plus 16 for an IPv6
+// address. Per segment: a 48-byte header and its pointer, the control bytes rounded up to 64 with
+// their 15 clones, one or two 16-byte directory entries (about 0.03 bytes per record at 6,000
+// records a segment). A directory entry holds a copy of its segment's control-array pointer and
+// capacity, so a lookup goes from the directory straight to the segment's lines.
+// prefetch() loads the control group and the two slot lines from the probe's start, which hold
+// the record 89% of the time at these loads. Segment
+// arrays come from SegmentArena (freed arrays go back to the kernel, so the resident size follows
+// the records after a purge). Once the store holds 64 MiB, new arena chunks ask for transparent
+// huge pages (each lookup touches a random slot; on the development VM huge pages took GETs over
+// 10M ids from 0.99M/s to 1.50M/s), leaving at most one partly used 2 MiB chunk per size class.
+// A lookup here reads a control line and a slot line where the old single array read one slot;
+// 128-byte buckets that read one line pair measured no faster (docs/performance.md): the page
+// walk is the cost, so the arena keeps huge chunks whole while the store grows (segment_arena.h).
+//
+// Scans (purges, and anything that must visit every record a bounded batch at a time) walk hash
+// space in order with a ScanCursor: (start of the segment being scanned, slot index, that
+// segment's generation). Every rehash, growth, shrink or split gives the segments involved a new
+// generation; a cursor whose segment changed restarts that segment from its first slot, so a
+// record present for the whole scan is visited at least once (perhaps twice), and since deletes
+// never move records, erasing behind or ahead of the cursor skips nothing.
 //
 // Not thread-safe: all methods run on the owning shard's thread.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "common/endpoint.h"
-#include "hash_server/huge_page_allocator.h"
+#include "common/hash.h"
+#include "hash_server/address_pool.h"
+#include "hash_server/segment_arena.h"
 
 namespace imhash {
+
+namespace store_detail {
+
+// Slots per segment in each size class: 16, 18, 21, ..., 7721 (kTopClass), then larger classes
+// that only a segment which may not split uses (see RecordStore::can_split).
+struct SizeClasses {
+  static constexpr size_t kMax = 160;
+  std::array<uint32_t, kMax> capacity{};
+  size_t count = 0;
+  size_t top = 0;  // the largest class a segment grows to before it splits
+
+  constexpr SizeClasses() {
+    uint64_t c = 16;
+    while (count < kMax && c < (uint64_t{1} << 30)) {
+      capacity[count] = static_cast<uint32_t>(c);
+      if (c <= 8192) top = count;
+      ++count;
+      const uint64_t next = (c * 9 + 7) / 8;
+      c = next > c ? next : c + 1;
+    }
+  }
+};
+inline constexpr SizeClasses kSizeClasses{};
+
+// Starts loading the cache line at `p`. __builtin_prefetch alone has no side effect as far as
+// GCC 12's mod-ref analysis is concerned: a function that only prefetches is taken for pure and
+// calls to it are deleted as dead code (the shard's whole prefetch pass vanished that way). The
+// empty asm that "uses" the address keeps the call.
+inline void prefetch_line(const void* p) {
+  __builtin_prefetch(p);
+  asm volatile("" : : "r"(p));
+}
+
+inline constexpr uint32_t kGroup = 16;      // control bytes probed at once
+inline constexpr uint32_t kSlotBytes = 18;  // id 8, address 4, last_seen 4, port 2
+inline constexpr uint8_t kEmpty = 0x80;
+inline constexpr uint8_t kDeleted = 0xFE;
+inline constexpr uint8_t kFamily6 = 0x40;  // in a full control byte
+inline constexpr uint8_t kFingerprintMask = 0x3F;
+
+}  // namespace store_detail
 
 class RecordStore {
  public:
@@ -27,7 +118,31 @@ class RecordStore {
     uint32_t last_seen = 0;  // Unix seconds
   };
 
-  explicit RecordStore(size_t initial_capacity = 1024);
+  // Where a scan stands. A default-constructed cursor starts at the beginning of hash space.
+  struct ScanCursor {
+    uint64_t position = 0;    // first hash value of the segment being scanned
+    uint32_t slot = 0;        // next slot of that segment to examine
+    uint64_t generation = 0;  // of that segment when `slot` was set; 0: not entered yet
+    bool done = false;        // every segment has been scanned
+  };
+  struct ScanStep {
+    size_t examined = 0;  // slots
+    size_t erased = 0;    // records
+  };
+
+  // What a store looks like inside, for tests and the documentation's arithmetic.
+  struct Shape {
+    size_t segments = 0;
+    uint32_t global_depth = 0;
+    size_t tombstones = 0;
+    std::vector<size_t> segments_per_class;  // indexed by size class
+  };
+
+  RecordStore();
+  ~RecordStore();
+  RecordStore(RecordStore&& other) noexcept;
+  RecordStore& operator=(RecordStore&&) = delete;
+  RecordStore(const RecordStore&) = delete;
 
   // Stores or replaces the record; returns true when the id was new.
   bool upsert(uint64_t id, const Endpoint& endpoint, uint32_t last_seen);
@@ -37,70 +152,153 @@ class RecordStore {
   bool get(uint64_t id, Record& out) const;
   // Returns false when the id had no record.
   bool erase(uint64_t id);
-  // Starts loading the id's home slot into the cache without waiting for it. Each probe of a
-  // table this size is otherwise a cache and TLB miss taken one request after another (about half
-  // of a hash server's time at full load); prefetching a batch's slots first overlaps them.
+
+  // Starts loading the lines a lookup of `id` reads first (its control group and the slots at the
+  // start of its probe) without waiting for them. In a store of many megabytes each of those is a
+  // cache and TLB miss; the shard prefetches a batch's records first to overlap them.
   void prefetch(uint64_t id) const {
-    const auto* slot = reinterpret_cast<const char*>(&slots_[home(id)]);
-    __builtin_prefetch(slot);
-    __builtin_prefetch(slot + sizeof(Slot) - 1);  // a slot may straddle two cache lines
+    const uint64_t h = hash_of(id);
+    const Table& t = directory_[h >> dir_shift_];
+    const uint32_t start = probe_start(h, t.capacity);
+    const uint8_t* slot = t.slots() + size_t{start} * store_detail::kSlotBytes;
+    store_detail::prefetch_line(t.ctrl + start);
+    store_detail::prefetch_line(t.ctrl + start + store_detail::kGroup - 1);
+    store_detail::prefetch_line(slot);
+    store_detail::prefetch_line(slot + 64);
   }
 
   size_t size() const { return size_; }
-  size_t capacity() const { return slots_.size(); }
-  // Bytes held by the table and the IPv6 pool.
+  // Slots over all segments.
+  size_t capacity() const { return capacity_; }
+  // Bytes held by segments, their headers, the directory and the IPv6 pool.
   size_t memory_bytes() const;
-  // Changes whenever the table is rebuilt (growth), which invalidates slot positions.
-  uint64_t generation() const { return generation_; }
 
-  // Slot-level scan for incremental purges: examines up to `max_slots` slots starting at `cursor`,
-  // erases each record for which `doomed(id, record)` is true, and advances `cursor`. After an
-  // erase the same slot is examined again, since backward-shift deletion may have moved a later
-  // record into it. Returns the number of records erased. Stops at capacity().
-  template <typename Pred>
-  size_t scan_erase(size_t& cursor, size_t max_slots, Pred&& doomed);
+  // Examines up to `max_slots` slots from `cursor` on, in hash order, calling
+  // `visit(id, record)` for each record; a visit that returns true erases that record. Advances the
+  // cursor (cursor.done once the last segment is finished). The visitor must not touch the store.
+  // Records present for the whole scan are each visited at least once; records inserted or
+  // rehashed meanwhile may be visited twice, or (if inserted behind the cursor) not at all.
+  template <typename Visitor>
+  ScanStep scan(ScanCursor& cursor, size_t max_slots, Visitor&& visit);
+  // An estimate of the slots a scan from `cursor` still has to examine (for progress reports).
+  size_t slots_ahead(const ScanCursor& cursor) const;
+
+  Shape shape() const;
+  // Checks every internal invariant (counts, control byte clones, each record in the segment of
+  // its hash prefix and reachable by its probe, directory structure); returns "" or what is wrong.
+  std::string check() const;
 
  private:
-  struct Slot {
-    uint64_t id;
-    uint32_t addr;  // IPv4 address (host order), or index into v6_pool_
-    uint32_t last_seen;
-    uint16_t port;
-    uint8_t family;  // 0: empty slot
-    uint8_t unused;
+  // Where a segment's arrays are: all that a lookup needs. The directory holds a copy of each
+  // segment's Table, so a lookup reads its directory entry and then the segment's own lines, with
+  // no segment header in between (a dependent load, and a line per segment to keep cached).
+  struct Table {
+    uint8_t* ctrl = nullptr;  // capacity + kGroup - 1 control bytes, then the slots, one block
+    uint32_t capacity = 0;
+    uint32_t segment = 0;  // index in segments_
+    uint8_t* slots() const { return ctrl + ctrl_bytes(capacity); }
   };
-  static_assert(sizeof(Slot) == 24);
+  struct Segment {
+    Table table;
+    uint32_t size = 0;
+    uint32_t tombstones = 0;
+    uint32_t growth_left = 0;  // EMPTY slots that may still be filled before the 7/8 limit
+    uint8_t size_class = 0;
+    uint8_t local_depth = 0;
+    uint64_t generation = 0;
+    uint64_t prefix = 0;  // the top local_depth bits of its records' hashes
+    uint64_t first_hash() const { return local_depth == 0 ? 0 : prefix << (64 - local_depth); }
+  };
 
-  size_t home(uint64_t id) const;
-  // Index of the id's slot, or of the empty slot where it would go.
-  size_t find(uint64_t id) const;
-  void fill(Slot& s, uint64_t id, const Endpoint& endpoint, uint32_t last_seen);
-  Endpoint endpoint_of(const Slot& s) const;
-  void release_address(const Slot& s);
-  void erase_at(size_t i);
-  void grow();
+  static uint64_t hash_of(uint64_t id) { return mix64(id, HashSeed::kStore); }
+  static uint32_t probe_start(uint64_t h, uint32_t capacity) {
+    return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(h >> 6)} * capacity) >> 32);
+  }
+  static uint8_t fingerprint(uint64_t h) { return h & store_detail::kFingerprintMask; }
+  static bool is_full(uint8_t c) { return (c & 0x80) == 0; }
+  static size_t block_bytes(size_t size_class);
+  static constexpr size_t ctrl_bytes(uint32_t capacity) {
+    return (size_t{capacity} + store_detail::kGroup - 1 + 63) / 64 * 64;
+  }
 
-  std::vector<Slot, HugePageAllocator<Slot>> slots_;
-  size_t mask_ = 0;
+  // Slot fields, unaligned and packed.
+  static uint64_t slot_id(const uint8_t* s) {
+    uint64_t v;
+    std::memcpy(&v, s, 8);
+    return v;
+  }
+  static uint8_t* slot(const Table& t, uint32_t i) {
+    return t.slots() + size_t{i} * store_detail::kSlotBytes;
+  }
+  Record record_at(const Table& t, uint32_t i) const;
+  void write_slot(const Table& t, uint32_t i, uint64_t id, uint64_t h, const Endpoint& e,
+                  uint32_t last_seen);
+  static void set_ctrl(const Table& t, uint32_t i, uint8_t c) {
+    t.ctrl[i] = c;
+    if (i < store_detail::kGroup - 1) t.ctrl[t.capacity + i] = c;
+  }
+
+  const Table& table_of(uint64_t h) const { return directory_[h >> dir_shift_]; }
+  Segment& segment_of(uint64_t h) const { return *segments_[table_of(h).segment]; }
+  // The slot holding `id`, or UINT32_MAX.
+  static uint32_t find(const Table& t, uint64_t id, uint64_t h);
+  // The first EMPTY or DELETED slot of h's probe sequence.
+  static uint32_t find_free(const Table& t, uint64_t h);
+  // Inserts a record known to be absent, making room first when its segment is full.
+  void insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_t last_seen);
+  void erase_at(Segment& s, uint32_t i);
+  // After deletes: shrinks `s` when it is below 3/8 full.
+  void maybe_shrink(Segment& s);
+  // Makes room for one more record in `s`: rehash in place, grow or split.
+  void make_room(Segment& s);
+  // Rebuilds `s` with capacity class `size_class` (smaller, equal or larger).
+  void rehash(Segment& s, size_t size_class);
+  bool can_split(const Segment& s) const;
+  void split(Segment& s);
+  void double_directory();
+  // Copies s's Table into its directory entries (after its arrays moved).
+  void publish(const Segment& s);
+  // Allocates a segment's block, all slots EMPTY.
+  void init_segment(Segment& s, size_t size_class);
+  void free_segment_block(Segment& s);
+  // Moves one full slot's record into `to`, which must have room (no growth).
+  void move_slot(const Table& from, uint32_t i, Segment& to);
+  void account_growth();
+
+  // Scan helpers: the segment at the cursor (restarting it if it changed), and leaving it.
+  Segment& scan_enter(ScanCursor& c);
+  void scan_leave(ScanCursor& c, Segment& s);
+
+  std::vector<Table> directory_;  // 2^global_depth_ entries
+  std::vector<std::unique_ptr<Segment>> segments_;
+  uint32_t global_depth_ = 1;
+  uint32_t dir_shift_ = 63;  // 64 - global_depth_
   size_t size_ = 0;
-  uint64_t generation_ = 0;
-  std::vector<std::array<uint8_t, 16>> v6_pool_;
-  std::vector<uint32_t> v6_free_;
+  size_t capacity_ = 0;
+  uint64_t next_generation_ = 1;
+  std::unique_ptr<SegmentArena> arena_;
+  AddressPool v6_;
 };
 
-template <typename Pred>
-size_t RecordStore::scan_erase(size_t& cursor, size_t max_slots, Pred&& doomed) {
-  size_t erased = 0;
-  for (size_t examined = 0; examined < max_slots && cursor < slots_.size(); ++examined) {
-    const Slot& s = slots_[cursor];
-    if (s.family != 0 && doomed(s.id, Record{endpoint_of(s), s.last_seen})) {
-      erase_at(cursor);
-      ++erased;
-      continue;  // a later record may have shifted into this slot
+template <typename Visitor>
+RecordStore::ScanStep RecordStore::scan(ScanCursor& c, size_t max_slots, Visitor&& visit) {
+  ScanStep step;
+  while (!c.done && step.examined < max_slots) {
+    Segment& s = scan_enter(c);
+    const Table& t = s.table;
+    const uint32_t end =
+        static_cast<uint32_t>(std::min<size_t>(t.capacity, c.slot + (max_slots - step.examined)));
+    step.examined += end - c.slot;
+    for (; c.slot < end; ++c.slot) {
+      if (!is_full(t.ctrl[c.slot])) continue;
+      if (visit(slot_id(slot(t, c.slot)), record_at(t, c.slot))) {
+        erase_at(s, c.slot);  // moves nothing; a shrink waits until the scan leaves the segment
+        ++step.erased;
+      }
     }
-    ++cursor;
+    if (c.slot == t.capacity) scan_leave(c, s);
   }
-  return erased;
+  return step;
 }
 
 }  // namespace imhash

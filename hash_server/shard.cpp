@@ -109,19 +109,23 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
 
   for (;;) {
     // Answer every complete frame in the buffer, then send all answers with one write.
-    now_ = unix_now();
     bool malformed = false;
-    size_t prefetched =
-        0;  // bytes ahead (from the frame being handled) whose records are on their way
-    const DecodeStatus st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
-      if (prefetched == 0) prefetched = prefetch_records(in.data());
-      prefetched -= std::min(prefetched, size_t{4} + h.length);
-      if (!handle(h, body, out)) {
-        malformed = true;
-        return false;
-      }
-      return true;
-    });
+    // Bytes ahead (from the frame being handled) whose records are on their way.
+    size_t prefetched = 0;
+    DecodeStatus st;
+    {
+      const TurnTimer turn(turns_);  // one turn: this buffer's batch of requests
+      now_ = unix_now();
+      st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
+        if (prefetched == 0) prefetched = prefetch_records(in.data());
+        prefetched -= std::min(prefetched, size_t{4} + h.length);
+        if (!handle(h, body, out)) {
+          malformed = true;
+          return false;
+        }
+        return true;
+      });
+    }
     const bool broken = malformed || st != DecodeStatus::kNeedMore;
     if (broken) {
       ++counters_.bad_frames;
@@ -265,6 +269,7 @@ void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
     s.connections = connections_.size();
     s.counters = counters_;
     s.purge = purge_.progress();
+    s.turns = turns_;
     done(s);
   });
 }
@@ -277,8 +282,11 @@ void Shard::schedule_purge_step() {
   asio::post(ctx_, [this] {
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
     purge_scheduled_ = false;
-    now_ = unix_now();
-    counters_.purged += purge_.step(store_, kPurgeBatchSlots, purge_context());
+    {
+      const TurnTimer turn(turns_);
+      now_ = unix_now();
+      counters_.purged += purge_.step(store_, kPurgeBatchSlots, purge_context());
+    }
     if (!purge_.running()) {
       spdlog::info("shard {}: purge finished, {} records deleted", index_,
                    purge_.progress().deleted);
@@ -304,6 +312,7 @@ void Shard::fill_stats(Response& r) const {
   r.stats[kStatPurged] = counters_.purged;
   r.stats[kStatConnections] = connections_.size();
   r.stats[kStatBadFrames] = counters_.bad_frames;
+  r.stats[kStatLongestTurnNs] = turns_.longest_ns;
 }
 
 }  // namespace imhash

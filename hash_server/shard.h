@@ -21,6 +21,7 @@
 #include "common/thread_check.h"
 #include "hash_server/purge.h"
 #include "hash_server/record_store.h"
+#include "hash_server/turn_stats.h"
 
 namespace imhash {
 
@@ -36,6 +37,7 @@ struct ShardSnapshot {
   uint64_t connections = 0;
   ShardCounters counters;
   frame::PurgeProgress purge;
+  TurnStats turns;
 };
 
 class Shard {
@@ -98,6 +100,7 @@ class Shard {
   int self_index_ = -1;
   uint32_t now_ = 0;  // Unix seconds, refreshed once per batch
   ShardCounters counters_;
+  TurnStats turns_;
   std::unordered_set<tcp::socket*> connections_;
   bool stopping_ = false;
   boost::asio::steady_timer stop_timer_{ctx_};

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e|purge
+# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e|purge|storm
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
-#         against a local redis-server in the same run; memory per record at 10 million records.
+#         against a local redis-server in the same run; memory per record at the fill levels 2M,
+#         3.3M, 5M, 6.5M, 9M and 12M (IPv4, then IPv6; one hash server with 2 shards), and after a
+#         purge of 90% of 10M records, each beside redis-server's for the same count in the same
+#         run; with BENCH_BASE_BUILD=DIR (a build of an older commit), GET and UPSERT rates at 10M
+#         records, that build's hash server against this one, alternated in one run.
 #   e2e   the host's hiccups (tools/hiccup_meter); udp_sim against a local cluster (1, then 3
 #         hash servers; 1 login server) and the yardstick ../shared/bench/udp_limit.c back to
 #         back, both rates and their ratio; then latency at an offered 50k requests/s (open loop)
@@ -9,7 +13,15 @@
 #   purge p99 of a 50k/s open-loop load while the hash server serving it purges 5M records it no
 #         longer owns, against the same load without a purge, in one run; and the time a new
 #         table version takes to reach every node.
+#   storm 12M distinct users log in through one login server into one hash server (1, then 2
+#         shards), then each is looked up: LOGINs answered OK / otherwise, users found, each
+#         shard's longest event-loop turn, the LOGINs' p99 / p999 (with BENCH_BASE_BUILD, the
+#         same storm into that build's hash server too).
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
+# BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
+# BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
+# BENCH_STORM_SHARDS (default "1 2"), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
+# BENCH_AB_ROUNDS (hash A/B: default 3),
 # BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
@@ -46,24 +58,33 @@ bench_hash() {
   build_release --bench -DIMHASH_WERROR=ON
   # The load generator needs a core of its own, as redis-benchmark does beside the single-threaded
   # redis-server: give the hash server the others (at least one shard).
-  local shards=$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))
-  echo "== hash server ($shards shards) vs redis-server: 50 connections, pipeline 16, ${seconds}s per phase, $(nproc) cores"
-  local rport requests
+  local shards=$(( $(nproc) > 1 ? $(nproc) - 1 : 1 )) part
   rport=$(free_port)
+  for part in ${BENCH_HASH_PARTS:-rates memory purge ab}; do
+    case "$part" in
+      rates) bench_rates "$shards" ;;
+      memory) bench_memory ;;
+      purge) bench_purge_memory ;;
+      ab) [[ -n "${BENCH_BASE_BUILD:-}" ]] && bench_rates_ab "$shards" ;;
+    esac
+  done
+  return 0
+}
+
+bench_rates() {
+  local shards="$1" requests out round
+  echo "== hash server ($shards shards) vs redis-server: 50 connections, pipeline 16, ${seconds}s per phase, $(nproc) cores"
   # redis-benchmark runs a fixed request count; size it to about the same duration.
   requests=$((seconds * 400000))
   for round in 1 2; do
     start_daemon hash "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
       --shards "$shards" --log-level warn
-    local out
     out=$("$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" -c 50 -P 16 --duration "$seconds")
     imhash_set[round]=$(awk '/^SET:/ {print $2}' <<<"$out")
     imhash_get[round]=$(awk '/^GET:/ {print $2}' <<<"$out")
     stop_all
 
-    redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
-    STARTED_PIDS+=($!)
-    for _ in $(seq 1 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    start_redis
     out=$(redis-benchmark -p "$rport" -P 16 -c 50 -t set,get -n "$requests" -q 2>/dev/null | tr '\r' '\n')
     redis_set[round]=$(awk -F'[: ]+' '/^SET/ {print $2}' <<<"$out" | tail -n 1)
     redis_get[round]=$(awk -F'[: ]+' '/^GET/ {print $2}' <<<"$out" | tail -n 1)
@@ -73,25 +94,98 @@ bench_hash() {
       "$(echo "${imhash_set[round]} / ${redis_set[round]}" | bc -l)" \
       "$(echo "${imhash_get[round]} / ${redis_get[round]}" | bc -l)"
   done
+}
 
-  echo "== memory per record at $records records"
-  start_daemon hash "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
-    --shards "$shards" --log-level warn
-  "$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" --fill "$records" --pid "$DAEMON_PID" |
-    sed 's/^/imhash: /'
-  stop_all
-  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --enable-debug-command yes \
-    >"$work/redis.log" 2>&1 &
+start_redis() {
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no "$@" >"$work/redis.log" 2>&1 &
   STARTED_PIDS+=($!)
   for _ in $(seq 1 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.05; done
-  local before after
-  before=$(redis-cli -p "$rport" info memory | awk -F: '/^used_memory_rss:/ {print $2+0}')
-  # Keys like "user:123" with an 18-byte value: the same information as one imhash record.
-  redis-cli -p "$rport" debug populate "$records" user 18 >/dev/null
-  after=$(redis-cli -p "$rport" info memory | awk -F: '/^used_memory_rss:/ {print $2+0}')
-  printf "redis:  records %d  rss_before %d  rss_after %d  bytes_per_record %.1f\n" \
-    "$records" "$before" "$after" "$(echo "($after - $before) / $records" | bc -l)"
+}
+redis_rss() { redis-cli -p "$rport" info memory | awk -F: '/^used_memory_rss:/ {print $2+0}'; }
+
+# Bytes per record at each fill level: imhash (one hash server, 2 shards, records added level by
+# level from the same baseline) beside redis-server (keys "user:N" with a value of the same
+# information: 18 bytes for IPv4 (id 8, address 4, port 2, last seen 4), 30 for IPv6).
+bench_memory() {
+  local levels="${BENCH_FILL_LEVELS:-2000000,3300000,5000000,6500000,9000000,12000000}"
+  rport=$(free_port)
+  local family flag value
+  for family in IPv4 IPv6; do
+    if [[ $family == IPv4 ]]; then flag=""; value=18; else flag="--ipv6"; value=30; fi
+    echo "== memory per $family record, fill levels $levels: one hash server (2 shards) vs redis-server (${value}-byte values)"
+    start_daemon hash "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+      --shards 2 --log-level warn
+    "$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" --fill-levels "$levels" $flag \
+      --pid "$DAEMON_PID" >"$work/fill.out"
+    stop_all
+    start_redis --enable-debug-command yes
+    local before n after
+    before=$(redis_rss)
+    : >"$work/redis_fill.out"
+    for n in ${levels//,/ }; do
+      redis-cli -p "$rport" debug populate "$n" user "$value" >/dev/null  # adds user:K for K < n
+      after=$(redis_rss)
+      echo "$n $(echo "($after - $before) / $n" | bc -l)" >>"$work/redis_fill.out"
+    done
+    stop_all
+    printf "%12s  %22s  %22s\n" records "imhash bytes/record" "redis bytes/record"
+    local worst=0
+    while read -r n bpr; do
+      local mine
+      mine=$(awk -v n="$n" '$1 == "records" && $2 == n {print $8}' "$work/fill.out")
+      printf "%12d  %22.1f  %22.1f\n" "$n" "$mine" "$bpr"
+      worst=$(echo "if ($mine > $worst) $mine else $worst" | bc -l)
+    done <"$work/redis_fill.out"
+    printf "worst imhash %s bytes per record: %.1f\n" "$family" "$worst"
+  done
+}
+
+# The shrink case: 10M records of which 90% are written an hour old, then PURGE OLDER_THAN on each
+# shard (the purge's own scan, through the protocol); redis: the same keys, 90% deleted by a
+# script, then MEMORY PURGE (jemalloc gives back what it can).
+bench_purge_memory() {
+  local n="$records"
+  echo "== after a purge of 90% of $n IPv4 records: one hash server (2 shards) vs redis-server"
+  start_daemon hash "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+    --shards 2 --log-level warn
+  "$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" --fill "$n" --aged-percent 90 \
+    --purge-aged --pid "$DAEMON_PID" | sed 's/^/imhash: /'
   stop_all
+  start_redis --enable-debug-command yes
+  local before full after left
+  before=$(redis_rss)
+  redis-cli -p "$rport" debug populate "$n" user 18 >/dev/null
+  full=$(redis_rss)
+  redis-cli -p "$rport" eval "for i = 0, ARGV[1] - 1 do if i % 10 ~= 0 then redis.call('DEL', 'user:' .. i) end end" 0 "$n" >/dev/null
+  redis-cli -p "$rport" memory purge >/dev/null
+  sleep 1
+  after=$(redis_rss)
+  left=$(redis-cli -p "$rport" dbsize)
+  printf "redis:  records %d  bytes_per_record %.1f; after deleting 90%%: records %d  bytes_per_remaining_record %.1f\n" \
+    "$n" "$(echo "($full - $before) / $n" | bc -l)" "$left" "$(echo "($after - $before) / $left" | bc -l)"
+  stop_all
+}
+
+# GET and UPSERT at 10M records, BENCH_BASE_BUILD's hash server against this build's, alternated:
+# each fills 10M records, then hash_bench times UPSERTs of those ids and GETs over all of them,
+# and reads the server's CPU time per request (steadier than the rate on a shared machine).
+bench_rates_ab() {
+  local shards="$1" n="$records" side bin out round
+  echo "== GET and UPSERT with $n records: $BENCH_BASE_BUILD (base) vs $IMHASH_BUILD (new), $shards shard(s), 50 connections, pipeline 16, ${seconds}s per phase"
+  for round in $(seq 1 "${BENCH_AB_ROUNDS:-3}"); do
+    for side in base new; do
+      if [[ $side == base ]]; then bin="$BENCH_BASE_BUILD/hash_server/hash_server"; else bin="$IMHASH_BUILD/hash_server/hash_server"; fi
+      start_daemon hash "$work" "$bin" --listen 127.0.0.1:0 --shards "$shards" --log-level warn
+      "$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" --fill "$n" --pid "$DAEMON_PID" >"$work/ab_fill.out"
+      out=$("$IMHASH_BUILD/tools/hash_bench" --target "$LISTEN_ADDR" -c 50 -P 16 --keys "$n" \
+        --duration "$seconds" --pid "$DAEMON_PID")
+      stop_all
+      printf "round %d  %-4s  UPSERT %9.0f/s %6.3f us CPU   GET %9.0f/s %6.3f us CPU   (%s bytes/record)\n" \
+        "$round" "$side" "$(awk '/^SET:/ {print $2}' <<<"$out")" "$(awk '/^SET_CPU:/ {print $2}' <<<"$out")" \
+        "$(awk '/^GET:/ {print $2}' <<<"$out")" "$(awk '/^GET_CPU:/ {print $2}' <<<"$out")" \
+        "$(awk '{print $8}' "$work/ab_fill.out")"
+    done
+  done
 }
 
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
@@ -209,10 +303,75 @@ bench_purge() {
   grep -o 'version [0-9]* reached every node in [0-9.]* ms' "$work/config.log" | sed 's/^/   /'
 }
 
+# One storm: BIN's hash server with SHARDS shards behind one login server (1 thread, no rate
+# limit), udp_sim --storm with USERS users (closed loop, window 64, --verify), then its figures and
+# each shard's longest event-loop turn (from the hash server's /metrics, when it has them).
+storm_once() {
+  local bin="$1" shards="$2" users="$3" label="$4"
+  start_daemon hash "$work" "$bin" --listen 127.0.0.1:0 --name hash1 --shards "$shards" \
+    --metrics 127.0.0.1:0 --log-level warn
+  local hash_addr=$LISTEN_ADDR metrics=""
+  for _ in $(seq 1 100); do
+    metrics=$(sed -n '2s/^listening on //p' "$work/hash.out")
+    [[ -n "$metrics" ]] && break
+    sleep 0.05
+  done
+  printf '{"version": 1, "mode": "modulo", "servers": [{"name": "hash1", "address": "%s", "shards": %d}]}\n' \
+    "$hash_addr" "$shards" >"$work/storm_table.json"
+  start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
+    --table "$work/storm_table.json" --threads 1 --rate-limit 0 --log-level warn
+  echo "== login storm ($label): $users distinct users, 1 login server (1 thread), 1 hash server with $shards shard(s)"
+  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$LISTEN_ADDR" --users "$users" --storm --verify \
+    --duration "${BENCH_STORM_SECONDS:-900}" --sockets 1 --json >"$work/storm.json" 2>"$work/storm.progress" || true
+  local turns histogram
+  curl -s "http://$metrics/metrics" >"$work/storm.metrics" || true
+  turns=$(awk '/^imhash_hash_longest_turn_seconds/ {
+            match($0, /shard="[0-9]+"/); printf "shard %s %.2f ms  ", substr($0, RSTART + 7, RLENGTH - 8), $2 * 1000 }' "$work/storm.metrics")
+  # Turns by duration, all shards together (the histogram's buckets are cumulative).
+  histogram=$(awk '/^imhash_hash_turn_seconds_bucket/ { match($0, /le="[^"]+"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] += $2; if (!(le in seen)) { order[++k] = le; seen[le] = 1 } }
+            END { prev = 0; for (i = 1; i <= k; ++i) { le = order[i]; if (n[le] - prev > 0) printf "<= %s s: %d  ", le, n[le] - prev; prev = n[le] } }' "$work/storm.metrics")
+  stop_all
+  python3 - "$work/storm.json" "${turns:-n/a (this build has no such metric)}" "${histogram:-n/a}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+login, lookup = d["ops"]["LOGIN"], d["ops"]["LOOKUP"]
+def others(st):
+    o = {k: v for k, v in st.items() if k != "OK" and v}
+    return ", ".join(f"{k} {v}" for k, v in o.items()) or "none"
+print(f"LOGIN:  sent {login['requests']}  answered OK {login['status']['OK']}  other statuses: {others(login['status'])}"
+      f"  no reply {login['no_reply'] + login['abandoned']}  (re-sent tries {login['retries']})")
+print(f"        p50 {login['latency_us']['p50']} us  p99 {login['latency_us']['p99']} us  p999 {login['latency_us']['p999']} us  max {login['latency_us']['max']} us")
+v = d["verify"]
+print(f"LOOKUP: sent {lookup['requests']}  users found {v['verified_ok']}  lost {v['verify_failed']}"
+      f"  not judged {v['unjudged']}  statuses other than OK: {others(lookup['status'])}")
+print(f"elapsed {d['elapsed_s']:.1f} s ({d['requests_per_s']:.0f} requests/s)")
+print(f"longest event-loop turn during the storm: {sys.argv[2]}")
+print(f"turns by duration: {sys.argv[3]}")
+PY
+}
+
+bench_storm() {
+  build_release --bench
+  host_note
+  # A turn that the host takes the core away from lasts as long as that: the storm's processes
+  # share the cores, so the longest turn is at least the host's and the scheduler's longest gap.
+  echo "== hiccups: every core spinning for 2 s (tools/hiccup_meter)"
+  "$IMHASH_BUILD/tools/hiccup_meter" --duration 2 | sed 's/^/   /'
+  local users="${BENCH_STORM_USERS:-12000000}" shards
+  for shards in ${BENCH_STORM_SHARDS:-1 2}; do
+    storm_once "$IMHASH_BUILD/hash_server/hash_server" "$shards" "$users" "this build"
+    if [[ -n "${BENCH_BASE_BUILD:-}" ]]; then
+      storm_once "$BENCH_BASE_BUILD/hash_server/hash_server" "$shards" "$users" "base: $BENCH_BASE_BUILD"
+    fi
+  done
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
+rport=""
 case "${1:-}" in
   hash) bench_hash ;;
   e2e) bench_e2e ;;
   purge) bench_purge ;;
-  *) echo "usage: scripts/bench.sh hash|e2e|purge" >&2; exit 64 ;;
+  storm) bench_storm ;;
+  *) echo "usage: scripts/bench.sh hash|e2e|purge|storm" >&2; exit 64 ;;
 esac

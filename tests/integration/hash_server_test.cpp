@@ -113,6 +113,7 @@ TEST_CASE("hash_server: pipelined requests on many connections and shards, every
   FrameClient c(port, 0);
   CHECK(c.stat(kStatRecords) == 2 * 2000);
   CHECK(c.stat(kStatUpserts) == 2 * 4000);
+  CHECK(c.stat(kStatLongestTurnNs) > 0);  // the batches above were timed turns of this shard
   // An id of another shard is refused on this shard's connection.
   auto wrong = c.call({keyed(FrameType::kGet, ids_of_shard(1, 1)[0], 9)});
   CHECK(wrong[0].r.status == FrameStatus::kWrongShard);

@@ -86,6 +86,11 @@ TEST_CASE("metrics: every daemon's /metrics follows the load") {
   CHECK(metric(hashed, "imhash_hash_records") > 0);
   CHECK(metric(hashed, "imhash_hash_records") <= 3000);
   CHECK(metric(hashed, "imhash_hash_connections") == 4);
+  // Every batch of requests is a timed turn of a shard's event loop.
+  CHECK(metric(hashed, "imhash_hash_longest_turn_seconds") > 0);
+  CHECK(metric(hashed, "imhash_hash_turn_seconds_count") > 0);
+  CHECK(metric(hashed, "imhash_hash_turn_seconds_bucket", "le=\"+Inf\"") ==
+        metric(hashed, "imhash_hash_turn_seconds_count"));
   CHECK(metric(hashed, "imhash_table_version") == 1);
 
   CHECK(metric(configured, "imhash_config_table_version") == 1);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "tools/udp_sim/in_flight.h"
 #include "tools/udp_sim/pacer.h"
@@ -150,6 +151,55 @@ TEST_CASE("udp_sim: every user logs in first, in id order, and busy users only g
   }
   CHECK(m.id_of(2) == 1002);
   CHECK(m.socket_of(5) == 1);
+}
+
+TEST_CASE("udp_sim: a storm logs every user in once, then looks every one up once, then ends") {
+  UserModel::Config c = model_config(5);
+  c.storm = true;
+  UserModel m(c);
+  std::map<uint64_t, Endpoint> store;
+  std::vector<RequestTag> logins;
+  while (m.can_issue()) logins.push_back(m.next());
+  REQUIRE(logins.size() == 5);
+  for (uint32_t u = 0; u < 5; ++u) {
+    CHECK(logins[u].op == Op::kLogin);
+    CHECK(logins[u].user == u);
+  }
+  // No LOOKUP until every LOGIN has ended: the last one to end here gets no reply at all.
+  for (uint32_t u = 0; u < 4; ++u) {
+    answer_correctly(m, logins[u], store);
+    CHECK_FALSE(m.can_issue());
+  }
+  m.complete(logins[4], nullptr);
+  CHECK_FALSE(m.finished());
+  std::vector<RequestTag> lookups;
+  while (m.can_issue()) lookups.push_back(m.next());
+  REQUIRE(lookups.size() == 5);
+  for (uint32_t u = 0; u < 5; ++u) {
+    CHECK(lookups[u].op == Op::kLookup);
+    CHECK(lookups[u].user == u);
+    CHECK(lookups[u].judge == (u < 4));  // user 4's LOGIN went unanswered: its state is unknown
+  }
+  // A correct server finds the four; user 0's record lost would be a verify failure.
+  store.erase(m.id_of(0));
+  for (const RequestTag& t : lookups) {
+    CHECK_FALSE(m.finished());
+    answer_correctly(m, t, store);
+  }
+  CHECK(m.finished());
+  CHECK_FALSE(m.can_issue());
+  CHECK(m.verify_counts().verified_ok == 3);
+  CHECK(m.verify_counts().verify_failed == 1);
+  CHECK(m.verify_counts().unjudged == 1);
+}
+
+TEST_CASE("udp_sim: outside a storm there is always a next request and no end") {
+  UserModel m(model_config(2));
+  for (int i = 0; i < 10; ++i) {
+    CHECK(m.can_issue());
+    m.next();
+  }
+  CHECK_FALSE(m.finished());
 }
 
 TEST_CASE("udp_sim: verify judges a LOOKUP only against a settled state") {

@@ -92,10 +92,10 @@ void LoadDriver::run(const std::atomic<int>& signals) {
       counters_ = Counters{};  // errors seen outside any request (send/receive) during the warm-up
     }
     const int signals_now = signals.load(std::memory_order_relaxed);
-    if (!draining && (now >= phases_.end || signals_now > 0)) {
+    if (!draining && (now >= phases_.end || signals_now > 0 || model_.finished())) {
       draining = true;
       signals_at_drain = signals_now;
-      interrupted_ = now < phases_.end;
+      interrupted_ = now < phases_.end && !model_.finished();
       drain_end_ns_ = now + timeout_ns_;
       if (config_.open_loop()) {
         const uint64_t due = schedule_.due_by(std::min(now, phases_.end - 1));
@@ -155,7 +155,7 @@ int64_t LoadDriver::wake_time(int64_t now, bool draining) const {
   if (!draining) {
     if (config_.open_loop()) {
       if (!table_.full()) t = std::min(t, schedule_.due_at(scheduled_));
-    } else if (table_.size() < config_.window) {
+    } else if (table_.size() < config_.window && model_.can_issue()) {
       t = now;  // the window is not full yet (a huge window fills over several turns)
     }
   }
@@ -171,7 +171,7 @@ void LoadDriver::issue(int64_t now) {
     quota = closed_loop_quota(config_.window, table_.size());
   }
   quota = std::min<uint64_t>(quota, kMaxIssuePerTurn);
-  for (uint64_t i = 0; i < quota; ++i) {
+  for (uint64_t i = 0; i < quota && model_.can_issue(); ++i) {
     const uint32_t slot = table_.acquire();
     Slot& s = table_[slot];
     s.tag = model_.next();

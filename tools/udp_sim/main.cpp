@@ -46,7 +46,8 @@ void install_signal_handlers() {
 constexpr const char* kSummary =
     "UDP client simulator: many users logging in, heartbeating, looking each other up and logging\n"
     "out against a login server, open loop (--rate) or closed loop (--window, the default).\n"
-    "Each user first sends LOGIN, then the --mix runs until --duration is over. A progress line\n"
+    "Each user first sends LOGIN, then the --mix runs until --duration is over (or, with --storm,\n"
+    "each user is looked up once after every LOGIN has ended). A progress line\n"
     "every second, then a summary (--json: one JSON object on stdout, progress on stderr; fields\n"
     "listed in tools/udp_sim/report.h: requests, replies, retries_sent, no_reply, abandoned,\n"
     "status{...}, ops{LOGIN,HEARTBEAT,LOOKUP,LOGOUT: {requests, replies, status, latency_us}},\n"
@@ -115,6 +116,13 @@ SimConfig read_config(const Options& opts) {
   c.verify = opts.get<bool>("verify");
   c.echo = opts.get<bool>("echo");
   if (c.echo && c.verify) throw UsageError("--echo and --verify exclude each other");
+  c.storm = opts.get<bool>("storm");
+  if (c.storm && (c.open_loop() || c.echo)) {
+    throw UsageError(
+        "--storm runs closed loop (--window) against a login server: not with --rate "
+        "or --echo");
+  }
+  if (c.storm && c.warmup_s > 0) throw UsageError("--storm and --warmup exclude each other");
   c.busy_wait = opts.get<bool>("busy-wait");
   c.json = opts.get<bool>("json");
   if (opts.has("csv")) {
@@ -157,6 +165,11 @@ int sim_main(int argc, char** argv) {
       "echo", po::bool_switch(),
       "the target is a bare UDP echo server (e.g. ../shared/bench/udp_limit.c): each request's "
       "own bytes are its OK answer; measures the machine's UDP path with the same pacing")(
+      "storm", po::bool_switch(),
+      "a login storm instead of the --mix: every user logs in once (timed-out tries re-sent), "
+      "then, once every LOGIN has ended, every user is looked up once; the run ends when the last "
+      "LOOKUP ends (--duration bounds it). With --verify, a LOOKUP of a user whose LOGIN was "
+      "answered OK must find its endpoint (verify_failed: users lost)")(
       "busy-wait", po::bool_switch(),
       "poll for replies and due times instead of sleeping: finer pacing and timing (a sleep "
       "wakes late, and open loop charges that to the server), at the cost of a whole core; give "
@@ -182,6 +195,7 @@ int sim_main(int argc, char** argv) {
       .observed = config.observed ? sockets.locals() : std::vector<Endpoint>{},
       .verify = config.verify,
       .seed = config.seed,
+      .storm = config.storm,
   });
   spdlog::info(
       "{} users against {}{}, {} for {} s{}{}, seed {}", config.users, sockets.target().to_string(),

@@ -57,6 +57,10 @@ struct SimConfig {
   // yardstick ../shared/bench/udp_limit.c): each request's own bytes count as its OK answer. For
   // measuring the machine's UDP path with the same pacing and timing as a real run.
   bool echo = false;
+  // --storm: each user sends one LOGIN (timed-out tries re-sent as usual), then, once every LOGIN
+  // has ended, each user is looked up once; the run ends when the last LOOKUP ends (or at the
+  // duration). The --mix is not used. Closed loop only.
+  bool storm = false;
   // --busy-wait: wait for due times and replies by polling instead of sleeping in ppoll. A timed
   // sleep wakes late by the machine's wake-up latency (~75 us on the development VM), which open
   // loop charges to the server; polling takes a whole core instead, which on a host with no core

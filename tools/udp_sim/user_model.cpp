@@ -64,7 +64,16 @@ RequestTag UserModel::start_lookup(uint32_t user) {
                     .version = u.version};
 }
 
+bool UserModel::can_issue() const {
+  if (!config_.storm) return true;
+  return starting() || (logins_ended_ == users_.size() && next_lookup_ < users_.size());
+}
+
 RequestTag UserModel::next() {
+  if (config_.storm) {
+    if (starting()) return start_own(next_login_++, Op::kLogin);
+    return start_lookup(next_lookup_++);
+  }
   if (starting()) {
     const uint32_t user = next_login_++;
     if (!users_[user].busy) return start_own(user, Op::kLogin);
@@ -128,6 +137,7 @@ void UserModel::judge_lookup(const RequestTag& tag, const client::Message* reply
 }
 
 void UserModel::complete(const RequestTag& tag, const client::Message* reply) {
+  if (config_.storm) ++(tag.op == Op::kLogin ? logins_ended_ : lookups_ended_);
   if (tag.op == Op::kLookup) {
     if (config_.verify) judge_lookup(tag, reply);
     return;

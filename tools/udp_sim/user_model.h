@@ -80,6 +80,9 @@ class UserModel {
     std::vector<Endpoint> observed;
     bool verify = false;
     uint64_t seed = 1;
+    // A login storm (SimConfig::storm): every user's LOGIN in id order, then, once all of them
+    // have ended, one LOOKUP of each user in id order, then nothing.
+    bool storm = false;
   };
 
   explicit UserModel(Config config);
@@ -94,9 +97,15 @@ class UserModel {
 
   // The next request: one LOGIN per user in id order, then draws from the mix. A HEARTBEAT or
   // LOGOUT drawn for a user who is not logged in becomes a LOGIN; a LOGIN, HEARTBEAT or LOGOUT
-  // whose drawn users are all busy becomes a LOOKUP. Marks a sender busy.
+  // whose drawn users are all busy becomes a LOOKUP. Marks a sender busy. In a storm: the LOGINs,
+  // then the LOOKUPs. Precondition: can_issue().
   RequestTag next();
   bool starting() const { return next_login_ < users_.size(); }
+  // Whether next() has a request now: always, except in a storm between its last LOGIN sent and
+  // its last LOGIN ended, and after its last LOOKUP sent.
+  bool can_issue() const;
+  // A storm whose every LOOKUP has ended (never true outside a storm).
+  bool finished() const { return config_.storm && lookups_ended_ == users_.size(); }
 
   // What next() uses, public so tests can build exact sequences. start_own: `user` sends its own
   // `op` (LOGIN, HEARTBEAT or LOGOUT); precondition: the user is not busy. start_lookup: a LOOKUP
@@ -129,6 +138,10 @@ class UserModel {
 
   std::vector<User> users_;
   uint32_t next_login_ = 0;
+  // Storm progress.
+  uint32_t logins_ended_ = 0;
+  uint32_t next_lookup_ = 0;
+  uint32_t lookups_ended_ = 0;
   Rng rng_;
   VerifyCounts counts_;
   std::vector<VerifyFailure> failures_;  // reserved for kMaxFailures
