@@ -16,7 +16,9 @@
 
 #include "common/backoff.h"
 #include "common/config_addresses.h"
+#include "common/link_auth.h"
 #include "common/options.h"
+#include "common/token.h"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -111,6 +113,13 @@ struct ConfigLink::State {
   uint64_t config_version = 0;
   Clock::time_point session_start{};
   Clock::time_point welcomed_at{};
+
+  // This session's handshake (with a cluster key): our nonce, and whether the config server has
+  // proved the key yet (registering waits for it).
+  link_auth::Nonce auth_nonce{};
+  bool auth_hello_due = false;
+  std::optional<link_auth::Proof> auth_proof_due;
+  bool registered = false;  // this session's register has been written (reports may follow it)
 
   // Output: at most one of each kind, so a config server that stops reading costs nothing more.
   bool register_due = false;
@@ -249,7 +258,17 @@ asio::awaitable<std::string> ConfigLink::State::session() {
   // progress kept while disconnected goes out after it.
   session_start = Clock::now();
   in.consume(in.data().size());  // nothing of the last session is read in this one
-  register_due = true;
+  auth_proof_due.reset();
+  registered = false;
+  if (!settings.cluster_key.empty()) {
+    const auto nonce = link_auth::make_nonce();
+    if (!nonce) co_return "OpenSSL could not make a nonce";
+    auth_nonce = *nonce;
+    auth_hello_due = true;
+    register_due = false;  // once the config server has proved the key
+  } else {
+    register_due = true;
+  }
   ack_due.reset();
   heartbeat_due = false;
   writing = false;
@@ -260,6 +279,38 @@ asio::awaitable<std::string> ConfigLink::State::session() {
 }
 
 bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
+  if (auto* c = std::get_if<control::AuthChallenge>(&m)) {
+    const auto server_nonce = link_auth::from_hex<link_auth::kNonceSize>(c->nonce);
+    const auto server_proof = link_auth::from_hex<link_auth::kProofSize>(c->proof);
+    if (settings.cluster_key.empty() || welcomed || register_due || registered || !server_nonce ||
+        !server_proof) {
+      reason = "unexpected or malformed auth_challenge";
+      failure_level = spdlog::level::err;
+      return false;
+    }
+    const std::string role = control::to_string(self.role);
+    const link_auth::Transcript t{.link = "config",
+                                  .client_role = role,
+                                  .client_name = self.name,
+                                  .server_name = "config",
+                                  .client_nonce = auth_nonce,
+                                  .server_nonce = *server_nonce};
+    if (!link_auth::verify(settings.cluster_key, link_auth::Side::kServer, t, *server_proof)) {
+      reason =
+          "the config server did not prove the cluster key (a different key?): not "
+          "registering with it";
+      failure_level = spdlog::level::err;
+      return false;
+    }
+    auth_proof_due = link_auth::prove(settings.cluster_key, link_auth::Side::kClient, t);
+    if (!auth_proof_due) {
+      reason = "OpenSSL could not compute a proof";
+      return false;
+    }
+    register_due = true;
+    wake_writer();
+    return true;
+  }
   if (auto* w = std::get_if<control::Welcome>(&m)) {
     heartbeat = w->heartbeat_ms == 0 ? settings.default_heartbeat
                                      : std::max(milliseconds(w->heartbeat_ms), kMinHeartbeat);
@@ -382,20 +433,30 @@ asio::awaitable<void> ConfigLink::State::heartbeat_loop(std::string& reason) {
 }
 
 bool ConfigLink::State::has_output() const {
-  return register_due || ack_due || !purge_due.empty() || (heartbeat_due && welcomed);
+  return auth_hello_due || register_due || (registered && (ack_due || !purge_due.empty())) ||
+         (heartbeat_due && welcomed);
 }
 
 void ConfigLink::State::encode_output() {
   out.clear();
+  if (auth_hello_due) {
+    control::append_message(control::AuthHello{self.role, self.name, to_hex(auth_nonce)}, out);
+    auth_hello_due = false;
+  }
+  if (register_due && auth_proof_due) {
+    control::append_message(control::AuthProof{to_hex(*auth_proof_due)}, out);
+    auth_proof_due.reset();
+  }
   if (register_due) {
+    registered = true;
     control::append_message(self, out);
     register_due = false;
   }
-  if (ack_due) {
+  if (ack_due && registered) {
     control::append_message(control::Ack{*ack_due}, out);
     ack_due.reset();
   }
-  if (!purge_due.empty()) {
+  if (!purge_due.empty() && registered) {
     control::PurgeReport report;
     report.shards.reserve(purge_due.size());
     for (const auto& entry : purge_due) report.shards.push_back(entry.second);

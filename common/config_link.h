@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/control_protocol.h"
 #include "common/thread_check.h"
@@ -42,6 +43,11 @@ struct ConfigLinkSettings {
   // A write stuck this long drops the connection; also the socket's TCP_USER_TIMEOUT, so a config
   // server host that vanished is noticed although heartbeats still fit in the socket buffer.
   std::chrono::milliseconds write_timeout{10000};
+  // The cluster key (common/cluster_key.h): when set, each session starts with the handshake of
+  // common/link_auth.h (auth_hello, the config server's auth_challenge with its proof, our
+  // auth_proof) before the registration; a config server that cannot prove the key is not
+  // registered with. Empty: register at once.
+  std::vector<uint8_t> cluster_key;
 };
 
 class ConfigLink {

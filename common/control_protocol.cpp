@@ -109,6 +109,27 @@ struct Encoder {
     o["reason"] = m.reason;
     append_frame(json::serialize(o), out);
   }
+  void operator()(const AuthHello& m) {
+    json::object o;
+    o["type"] = "auth_hello";
+    o["role"] = to_string(m.role);
+    o["name"] = m.name;
+    o["nonce"] = m.nonce;
+    append_frame(json::serialize(o), out);
+  }
+  void operator()(const AuthChallenge& m) {
+    json::object o;
+    o["type"] = "auth_challenge";
+    o["nonce"] = m.nonce;
+    o["proof"] = m.proof;
+    append_frame(json::serialize(o), out);
+  }
+  void operator()(const AuthProof& m) {
+    json::object o;
+    o["type"] = "auth_proof";
+    o["proof"] = m.proof;
+    append_frame(json::serialize(o), out);
+  }
 };
 
 // ---- decoding -----------------------------------------------------------------------------------
@@ -197,6 +218,17 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
     o.need("age_s").integer(p.age_seconds);
   } else if (type == "refused") {
     o.need("reason").string(m.emplace<Refused>().reason);
+  } else if (type == "auth_hello") {
+    AuthHello& h = m.emplace<AuthHello>();
+    o.need("role").choice(h.role, kRoles, to_string);
+    o.need("name").string(h.name);
+    o.need("nonce").string(h.nonce);
+  } else if (type == "auth_challenge") {
+    AuthChallenge& c = m.emplace<AuthChallenge>();
+    o.need("nonce").string(c.nonce);
+    o.need("proof").string(c.proof);
+  } else if (type == "auth_proof") {
+    o.need("proof").string(m.emplace<AuthProof>().proof);
   } else {
     error = "unknown message type " + quoted(type);
     return false;
@@ -320,8 +352,9 @@ std::optional<PurgeState> parse_purge_state(std::string_view text) {
 }
 
 const char* type_name(const Message& m) {
-  static constexpr const char* kNames[] = {"register", "heartbeat", "ack",   "purge_report",
-                                           "welcome",  "table",     "purge", "refused"};
+  static constexpr const char* kNames[] = {
+      "register", "heartbeat", "ack",        "purge_report",   "welcome",   "table",
+      "purge",    "refused",   "auth_hello", "auth_challenge", "auth_proof"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

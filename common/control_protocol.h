@@ -6,6 +6,9 @@
 // with a "type" member. A frame longer than kMaxMessageSize is refused from its length prefix
 // alone, before any of its body is buffered.
 //
+//   node -> config, first when the node has a cluster key (common/link_auth.h; hex strings):
+//     {"type":"auth_hello","role":"hash"|"login","name":S,"nonce":HEX32}
+//     {"type":"auth_proof","proof":HEX64}         (after the config server's auth_challenge)
 //   node -> config
 //     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N}
 //     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...}}
@@ -13,6 +16,7 @@
 //     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
 //                                       "deleted":N},...]}
 //   config -> node
+//     {"type":"auth_challenge","nonce":HEX32,"proof":HEX64}   (the answer to an auth_hello)
 //     {"type":"welcome","heartbeat_ms":N,"config_version":N}
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
 //     {"type":"purge","action":S,"age_s":N}
@@ -118,8 +122,26 @@ struct Refused {
   friend bool operator==(const Refused&, const Refused&) = default;
 };
 
-using Message =
-    std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush, PurgeCommand, Refused>;
+// The cluster-key handshake (common/link_auth.h): nonces and proofs as lower-case hex, checked
+// for length and digits where they are used (link_auth::from_hex).
+struct AuthHello {
+  Role role = Role::kHash;
+  std::string name;
+  std::string nonce;  // the node's, 32 hex digits
+  friend bool operator==(const AuthHello&, const AuthHello&) = default;
+};
+struct AuthChallenge {
+  std::string nonce;  // the config server's, 32 hex digits
+  std::string proof;  // its proof, 64 hex digits
+  friend bool operator==(const AuthChallenge&, const AuthChallenge&) = default;
+};
+struct AuthProof {
+  std::string proof;  // the node's proof, 64 hex digits
+  friend bool operator==(const AuthProof&, const AuthProof&) = default;
+};
+
+using Message = std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush,
+                             PurgeCommand, Refused, AuthHello, AuthChallenge, AuthProof>;
 
 enum class DecodeStatus : uint8_t {
   kOk,

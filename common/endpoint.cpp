@@ -101,4 +101,22 @@ bool is_unspecified_address(std::string_view host_port) {
   return colon != std::string_view::npos && is_unspecified_host(host_port.substr(0, colon));
 }
 
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost") return true;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host.size() >= INET6_ADDRSTRLEN) return false;
+  const std::string text(host);
+  std::array<uint8_t, 4> v4{};
+  if (inet_pton(AF_INET, text.c_str(), v4.data()) == 1) return v4[0] == 127;
+  std::array<uint8_t, 16> v6{};
+  if (inet_pton(AF_INET6, text.c_str(), v6.data()) != 1) return false;
+  const Endpoint e = Endpoint::v6(v6, 0).unmapped();
+  if (e.family == 4) return e.addr[0] == 127;
+  static constexpr std::array<uint8_t, 16> kLoopback6{0, 0, 0, 0, 0, 0, 0, 0,
+                                                      0, 0, 0, 0, 0, 0, 0, 1};
+  return std::equal(kLoopback6.begin(), kLoopback6.end(), e.addr.begin());
+}
+
 }  // namespace imhash

@@ -70,5 +70,9 @@ const char* unreachable_endpoint_reason(const Endpoint& e);
 bool is_unspecified_host(std::string_view host);
 // The same for the host part of "HOST:PORT" (everything before the last ':').
 bool is_unspecified_address(std::string_view host_port);
+// True if `host` is a loopback address literal (127.0.0.0/8, ::1, ::ffff:127.x.y.z, brackets or
+// not) or "localhost": what only processes on this machine can reach. Any other name is not known
+// to be loopback (it may resolve anywhere).
+bool is_loopback_host(std::string_view host);
 
 }  // namespace imhash

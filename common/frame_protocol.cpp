@@ -12,7 +12,7 @@ using bytes::Reader;
 
 bool known_type(uint8_t t) {
   return t >= static_cast<uint8_t>(FrameType::kHello) &&
-         t <= static_cast<uint8_t>(FrameType::kPing);
+         t <= static_cast<uint8_t>(FrameType::kAuth);
 }
 
 void put_endpoint(Appender& a, const Endpoint& e) {
@@ -36,6 +36,15 @@ void put_name(Appender& a, std::string_view name) {
   const size_t n = std::min(name.size(), kMaxNameLength);
   a.u8(static_cast<uint8_t>(n));
   a.raw(reinterpret_cast<const uint8_t*>(name.data()), n);
+}
+
+std::string_view get_bytes(Reader& r, size_t n) {
+  const uint8_t* p = r.raw(n);
+  return p ? std::string_view(reinterpret_cast<const char*>(p), n) : std::string_view{};
+}
+
+void put_bytes(Appender& a, std::string_view b) {
+  a.raw(reinterpret_cast<const uint8_t*>(b.data()), b.size());
 }
 
 std::string_view get_name(Reader& r) {
@@ -105,6 +114,18 @@ const char* to_string(FrameType t) {
       return "PURGE";
     case FrameType::kPing:
       return "PING";
+    case FrameType::kAuth:
+      return "AUTH";
+  }
+  return "?";
+}
+
+const char* to_string(PeerRole r) {
+  switch (r) {
+    case PeerRole::kLogin:
+      return "login";
+    case PeerRole::kHash:
+      return "hash";
   }
   return "?";
 }
@@ -123,6 +144,8 @@ const char* to_string(FrameStatus s) {
       return "WRONG_SHARD";
     case FrameStatus::kUnsupported:
       return "UNSUPPORTED";
+    case FrameStatus::kUnauthorized:
+      return "UNAUTHORIZED";
   }
   return "?";
 }
@@ -167,6 +190,18 @@ DecodeStatus decode_request(const Header& h, std::span<const uint8_t> body, Requ
       out.protocol_version = r.u16();
       out.shard = r.u16();
       out.name = get_name(r);
+      if (h.flags & kFlagAuth) {
+        const uint8_t role = r.u8();
+        if (role != static_cast<uint8_t>(PeerRole::kLogin) &&
+            role != static_cast<uint8_t>(PeerRole::kHash)) {
+          return DecodeStatus::kBadBody;
+        }
+        out.role = static_cast<PeerRole>(role);
+        out.auth = get_bytes(r, kHelloAuthRequestSize - 1);
+      }
+      break;
+    case FrameType::kAuth:
+      out.auth = get_bytes(r, kAuthRequestSize);
       break;
     case FrameType::kUpsert:
       out.id = r.u64();
@@ -201,8 +236,9 @@ DecodeStatus decode_response(const Header& h, std::span<const uint8_t> body, Res
   out.type = h.type;
   out.correlation = h.correlation;
   out.table_version = h.table_version;
-  if (h.status > static_cast<uint8_t>(FrameStatus::kUnsupported)) return DecodeStatus::kBadBody;
+  if (h.status > static_cast<uint8_t>(FrameStatus::kUnauthorized)) return DecodeStatus::kBadBody;
   out.status = static_cast<FrameStatus>(h.status);
+  out.flags = h.flags;
   Reader r(body.data(), body.size());
   // Only OK responses carry a body.
   if (out.status != FrameStatus::kOk) return finish(r);
@@ -211,6 +247,7 @@ DecodeStatus decode_response(const Header& h, std::span<const uint8_t> body, Res
       out.protocol_version = r.u16();
       out.shard_count = r.u16();
       out.name = get_name(r);
+      if (h.flags & kFlagAuth) out.auth = get_bytes(r, kHelloAuthResponseSize);
       break;
     case FrameType::kGet:
       if (!get_endpoint(r, out.endpoint)) return DecodeStatus::kBadBody;
@@ -242,6 +279,7 @@ DecodeStatus decode_response(const Header& h, std::span<const uint8_t> body, Res
     case FrameType::kUpsert:
     case FrameType::kDelete:
     case FrameType::kPing:
+    case FrameType::kAuth:
       break;
   }
   return finish(r);
@@ -255,6 +293,13 @@ void append_request(const Request& q, std::vector<uint8_t>& out) {
       a.u16(q.protocol_version);
       a.u16(q.shard);
       put_name(a, q.name);
+      if (q.flags & kFlagAuth) {
+        a.u8(static_cast<uint8_t>(q.role));
+        put_bytes(a, q.auth);
+      }
+      break;
+    case FrameType::kAuth:
+      put_bytes(a, q.auth);
       break;
     case FrameType::kUpsert:
       a.u64(q.id);
@@ -278,14 +323,15 @@ void append_request(const Request& q, std::vector<uint8_t>& out) {
 
 void append_response(const Response& s, std::vector<uint8_t>& out) {
   Appender a(out);
-  const size_t start =
-      begin_frame(a, s.type, static_cast<uint8_t>(s.status), 0, s.correlation, s.table_version);
+  const size_t start = begin_frame(a, s.type, static_cast<uint8_t>(s.status), s.flags,
+                                   s.correlation, s.table_version);
   if (s.status == FrameStatus::kOk) {
     switch (s.type) {
       case FrameType::kHello:
         a.u16(s.protocol_version);
         a.u16(s.shard_count);
         put_name(a, s.name);
+        if (s.flags & kFlagAuth) put_bytes(a, s.auth);
         break;
       case FrameType::kGet:
         put_endpoint(a, s.endpoint);
@@ -305,6 +351,7 @@ void append_response(const Response& s, std::vector<uint8_t>& out) {
       case FrameType::kUpsert:
       case FrameType::kDelete:
       case FrameType::kPing:
+      case FrameType::kAuth:
         break;
     }
   }

@@ -1,6 +1,6 @@
-// The login server <-> hash server frame protocol (docs/design.md §2, specified in docs/protocol.md).
-// Pure codec: bytes in, structs or an error out; no I/O, no logging, no allocation on decode.
-// Any thread may call these functions.
+// The login server <-> hash server frame protocol (docs/design.md §2, specified in
+// docs/protocol.md). Pure codec: bytes in, structs or an error out; no I/O, no logging, no
+// allocation on decode. Any thread may call these functions.
 //
 // Every frame: a 20-byte header, then a body whose layout depends on the type.
 //   0  u32 length       bytes after this field (16 + body); at most kMaxFrameLength
@@ -38,6 +38,7 @@ enum class FrameType : uint8_t {
   kStats = 5,   // the shard's counters
   kPurge = 6,   // start, cancel or query a lazy purge on the shard
   kPing = 7,    // liveness probe; empty body both ways
+  kAuth = 8,    // handshake with a cluster key: the client's proof (common/link_auth.h)
 };
 
 // Requests about one user id (their body starts with it), which a shard routes and checks.
@@ -48,10 +49,12 @@ constexpr bool is_keyed(FrameType t) {
 enum class FrameStatus : uint8_t {
   kOk = 0,
   kNotFound = 1,
-  kMoved = 2,        // the server has a newer table under which it does not own the id
-  kBadRequest = 3,   // a HELLO on a bound connection, or a handshake that is not a HELLO
-  kWrongShard = 4,   // the id does not belong to the shard this connection is bound to
-  kUnsupported = 5,  // handshake: a protocol version the server does not speak
+  kMoved = 2,         // the server has a newer table under which it does not own the id
+  kBadRequest = 3,    // a HELLO on a bound connection, or a handshake that is not a HELLO
+  kWrongShard = 4,    // the id does not belong to the shard this connection is bound to
+  kUnsupported = 5,   // handshake: a protocol version the server does not speak
+  kUnauthorized = 6,  // handshake: the peer did not prove the cluster key (or offered no proof to
+                      // a server that requires one)
 };
 
 // Request flags.
@@ -59,7 +62,18 @@ enum FrameFlag : uint8_t {
   kFlagAnyOwner = 0x01,  // GET, DELETE: serve even if not owned (fallback read or old-copy delete
                          // during a range move)
   kFlagIfAbsent = 0x02,  // UPSERT: store only if the id has no record (read repair)
+  kFlagAuth = 0x04,      // HELLO (request and OK response): carries the cluster-key handshake
 };
+
+// Who dials a hash port (HELLO with kFlagAuth carries it, and the proofs bind it).
+enum class PeerRole : uint8_t { kLogin = 1, kHash = 2 };
+const char* to_string(PeerRole r);
+
+// The handshake's sizes (common/link_auth.h): HELLO+kFlagAuth request: role (1) + client nonce;
+// HELLO+kFlagAuth OK response: server nonce + server proof; AUTH request: the client proof.
+inline constexpr size_t kHelloAuthRequestSize = 1 + 16;
+inline constexpr size_t kHelloAuthResponseSize = 16 + 32;
+inline constexpr size_t kAuthRequestSize = 32;
 
 enum class PurgeAction : uint8_t {
   kStatus = 0,     // only report progress
@@ -118,6 +132,9 @@ struct Request {
   uint16_t protocol_version = 0;  // HELLO
   uint16_t shard = 0;             // HELLO: the shard this connection serves
   std::string_view name{};        // HELLO: the peer's name (points into the decoded bytes)
+  PeerRole role = PeerRole::kLogin;  // HELLO with kFlagAuth
+  // HELLO with kFlagAuth: the client nonce; AUTH: the client proof (binary, into the decoded bytes)
+  std::string_view auth{};
   PurgeAction purge = PurgeAction::kStatus;  // PURGE
   friend bool operator==(const Request&, const Request&) = default;
 };
@@ -126,6 +143,7 @@ struct Request {
 struct Response {
   FrameType type = FrameType::kPing;
   FrameStatus status = FrameStatus::kOk;
+  uint8_t flags = 0;  // kFlagAuth on a HELLO OK that carries the server's half of the handshake
   uint32_t correlation = 0;
   uint64_t table_version = 0;
   Endpoint endpoint{};            // GET OK
@@ -133,6 +151,7 @@ struct Response {
   uint16_t protocol_version = 0;  // HELLO OK
   uint16_t shard_count = 0;       // HELLO OK
   std::string_view name{};        // HELLO OK: the server's name
+  std::string_view auth{};        // HELLO OK with kFlagAuth: server nonce ‖ server proof (binary)
   PurgeProgress purge{};          // PURGE OK
   uint8_t stat_count = 0;         // STATS OK
   uint64_t stats[kStatCount] = {};

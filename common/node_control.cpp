@@ -22,6 +22,7 @@ void NodeControl::add_options(Options& opts, const std::string& config_help,
       "server answers")("metrics", po::value<std::string>(),
                         "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a "
                         "second 'listening on' line");
+  ClusterKey::add_options(opts);
 }
 
 NodeControl::Endpoints NodeControl::endpoints(const Options& opts) {
@@ -50,6 +51,7 @@ NodeControl::Endpoints NodeControl::endpoints(const Options& opts) {
     e.metrics_host = m.host;
     e.metrics_port = m.port;
   }
+  e.cluster_key = ClusterKey::from(opts);
   return e;
 }
 
@@ -66,8 +68,10 @@ void NodeControl::start_config_link(control::Register self, ConfigLink::Callback
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!has_config_server()) return;
   self.pid = static_cast<uint64_t>(::getpid());
+  ConfigLinkSettings settings;
+  settings.cluster_key = endpoints_.cluster_key.key;
   config_link_ = std::make_unique<ConfigLink>(ctx_, endpoints_.config_address, std::move(self),
-                                              std::move(callbacks));
+                                              std::move(callbacks), std::move(settings));
   config_link_->start();
 }
 

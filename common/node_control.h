@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "common/cluster_key.h"
 #include "common/config_link.h"
 #include "common/metrics.h"
 #include "common/options.h"
@@ -29,6 +30,7 @@ class NodeControl {
     std::string advertise_host;
     uint16_t advertise_port = 0;  // 0: the bound port
     std::string state_dir;        // --state-dir; empty: no saved table
+    ClusterKey cluster_key;       // --cluster-key-file, --insecure (common/cluster_key.h)
 
     bool has_config_server() const { return !config_address.empty(); }
     // What to register, given the address the daemon bound: --advertise with its port 0 filled
@@ -37,7 +39,8 @@ class NodeControl {
   };
 
   // Declares --config (with the daemon's own help text; it takes a list, see ConfigAddresses),
-  // --advertise (with the daemon's help text), --state-dir and --metrics.
+  // --advertise (with the daemon's help text), --state-dir, --metrics, --cluster-key-file and
+  // --insecure.
   static void add_options(Options& opts, const std::string& config_help,
                           const std::string& advertise_help);
   // Reads them; throws UsageError for a malformed address or an unspecified --advertise (0.0.0.0,

@@ -20,13 +20,6 @@ std::array<uint8_t, 12> token_message(uint64_t user_id, uint32_t expiry) {
   return m;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 const char* to_string(TokenCheck c) {
@@ -143,6 +136,13 @@ std::array<uint8_t, client::kTokenLen> token_bytes(const client::Token& token) {
   return b;
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 std::string to_hex(std::span<const uint8_t> bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string s;
@@ -161,7 +161,7 @@ std::optional<std::vector<uint8_t>> parse_hex_key(std::string_view text, std::st
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') continue;
-    const int v = hex_value(c);
+    const int v = hex_digit(c);
     if (v < 0) {
       error = "the key must be written in hex (0-9, a-f); found another character at offset " +
               std::to_string(i);

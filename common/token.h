@@ -75,6 +75,8 @@ bool token_mac_matches(const std::optional<std::array<uint8_t, 16>>& want,
 std::array<uint8_t, client::kTokenLen> token_bytes(const client::Token& token);
 // Lower-case hex of `bytes`.
 std::string to_hex(std::span<const uint8_t> bytes);
+// The value of one hex digit (either case), or -1.
+int hex_digit(char c);
 
 // Parses a key written as hex: at least 2 * kMinAuthKeyBytes hex digits (at most
 // 2 * kMaxAuthKeyBytes), an even count; whitespace anywhere is ignored. On bad input returns

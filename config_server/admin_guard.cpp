@@ -47,10 +47,6 @@ std::string join_host_port(std::string_view host, std::string_view port) {
   return h + ":" + std::string(port);
 }
 
-bool is_loopback_host(std::string_view host) {
-  return host == "localhost" || host == "[::1]" || host == "::1" || host.starts_with("127.");
-}
-
 }  // namespace
 
 AdminGuard::AdminGuard(const std::string& bound, std::vector<std::string> extra_hosts,

@@ -294,6 +294,9 @@ std::string ConfigService::metrics_text() const {
   MetricsText m;
   m.gauge("imhash_config_table_version", "current routing table version",
           static_cast<double>(store_.version()));
+  m.counter("imhash_config_auth_refused_total",
+            "node links refused because the node did not prove the cluster key",
+            static_cast<double>(auth_refused_));
   int up[2] = {0, 0}, down[2] = {0, 0};
   for (const auto& [key, n] : nodes_) {
     const int role = n.role == "hash" ? 0 : 1;

@@ -33,6 +33,7 @@ struct ConfigServiceSettings {
   bool failover_auto = false;
   bool auto_purge = true;
   RoutingMode initial_mode = RoutingMode::kRing;
+  std::vector<uint8_t> cluster_key;  // --cluster-key-file: nodes must prove it (NodeAuth)
 };
 
 class ConfigService final : public AdminBackend {
@@ -48,6 +49,9 @@ class ConfigService final : public AdminBackend {
   // From node sessions.
   void on_message(NodeSession& session, const control::Message& m);
   void on_disconnect(NodeSession& session);
+  const std::vector<uint8_t>& cluster_key() const { return settings_.cluster_key; }
+  // A node link refused for not proving the cluster key (counted in /metrics).
+  void note_auth_refused() { ++auth_refused_; }
 
   // AdminBackend.
   AdminResult status() override;
@@ -122,6 +126,7 @@ class ConfigService final : public AdminBackend {
   std::shared_ptr<const Router> router_;
   Convergence convergence_;
   std::optional<PendingPurge> pending_purge_;
+  uint64_t auth_refused_ = 0;  // node links that did not prove the cluster key
 };
 
 }  // namespace imhash

@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 
+#include "common/cluster_key.h"
 #include "common/endpoint.h"
 #include "common/lifecycle.h"
 #include "common/metrics.h"
@@ -71,6 +72,7 @@ int config_server_main(int argc, char** argv) {
       "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a third "
       "'listening on' line")("initial-mode", po::value<std::string>()->default_value("ring"),
                              "routing mode of the first table (modulo, range or ring)");
+  ClusterKey::add_options(opts);
   if (auto code = opts.parse(argc, argv)) return *code;
 
   ConfigServiceSettings settings;
@@ -88,6 +90,11 @@ int config_server_main(int argc, char** argv) {
   settings.initial_mode = *mode;
   const auto listen = parse_host_port(opts.get<std::string>("listen"), "--listen");
   const auto admin = parse_host_port(opts.get<std::string>("admin"), "--admin");
+  const ClusterKey cluster = ClusterKey::from(opts);
+  cluster.check_listener(listen.host, "--listen");
+  check_internal_listener(admin.host, "--admin", opts.has("admin-token-file"), cluster.insecure,
+                          "--admin-token-file FILE");
+  settings.cluster_key = cluster.key;
 
   StateStore store(opts.get<std::string>("state-dir"));
   asio::io_context ctx(1);

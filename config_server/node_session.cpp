@@ -16,7 +16,10 @@ constexpr size_t kMaxQueued = 64 << 20;
 }  // namespace
 
 NodeSession::NodeSession(tcp::socket socket, ConfigService& service)
-    : socket_(std::move(socket)), service_(service), register_timer_(socket_.get_executor()) {
+    : socket_(std::move(socket)),
+      service_(service),
+      register_timer_(socket_.get_executor()),
+      auth_(service.cluster_key()) {
   boost::system::error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
   if (!ec) peer_ = format_host_port(ep.address().to_string(), ep.port());
@@ -97,6 +100,20 @@ asio::awaitable<void> NodeSession::read_loop() {
     std::string error;
     const auto st = control::drain_messages(in, error, [&](const control::Message& m) {
       if (close_when_written_) return false;  // refused: the rest is not read
+      std::optional<control::Message> reply;
+      std::string why;
+      switch (auth_.on_message(m, reply, why)) {
+        case NodeAuth::Verdict::kReply:
+          if (reply) send(*reply);
+          return !closed_;
+        case NodeAuth::Verdict::kRefuse:
+          spdlog::warn("node link from {}: refused: {}", peer_, why);
+          service_.note_auth_refused();
+          send_last(control::Refused{why});
+          return false;
+        case NodeAuth::Verdict::kPass:
+          break;
+      }
       service_.on_message(*this, m);
       return !closed_ && !close_when_written_;
     });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/control_protocol.h"
+#include "config_server/node_auth.h"
 
 namespace imhash {
 
@@ -45,6 +46,7 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   bool write_in_progress_ = false;
   bool closed_ = false;
   boost::asio::steady_timer register_timer_;
+  NodeAuth auth_;  // the cluster-key handshake, before anything reaches the service
   bool close_when_written_ = false;  // send_last(): the queue is the link's last words
 };
 

@@ -97,7 +97,15 @@ uid=$(id -u imhash 2>/dev/null) || fail "no user imhash after install"
 ls /etc/systemd/system/*.wants/imhash-* >/dev/null 2>&1 && fail "the package enabled a unit"
 grep -q "^ExecStart=/usr/bin/config_server --config-file /etc/imhash/config_server.conf " \
   /usr/lib/systemd/system/imhash-config.service || fail "the config unit does not name /usr/bin, /etc/imhash"
-log "user imhash (uid $uid), /var/lib/imhash imhash:imhash 0700, units installed, none enabled"
+[[ $(stat -c '%U %G %a' /etc/imhash/cluster.key 2>/dev/null) == "root imhash 640" ]] ||
+  fail "/etc/imhash/cluster.key: $(stat -c '%U %G %a' /etc/imhash/cluster.key 2>&1)"
+grep -Eq '^[0-9a-f]{64}$' /etc/imhash/cluster.key || fail "/etc/imhash/cluster.key is not 64 hex digits"
+KEY_SUM=$(sha256sum </etc/imhash/cluster.key)
+for conf in config_server hash_server login_server; do
+  grep -q '^cluster-key-file = /etc/imhash/cluster.key$' "/etc/imhash/$conf.conf" ||
+    fail "$conf.conf does not use the cluster key"
+done
+log "user imhash (uid $uid), /var/lib/imhash imhash:imhash 0700, a cluster key root:imhash 0640 that every config file uses, units installed, none enabled"
 
 log "systemd-analyze verify"
 UNITS=(/usr/lib/systemd/system/imhash-config.service /usr/lib/systemd/system/imhash-login.service
@@ -115,7 +123,8 @@ echo "# edited by package_test" >>/etc/imhash/login_server.conf
 dpkg -i "$DEB" >"$WORK/upgrade.log" 2>&1 || fail "dpkg -i (again) failed: $(cat "$WORK/upgrade.log")"
 grep -q "edited by package_test" /etc/imhash/login_server.conf ||
   fail "installing again replaced the edited /etc/imhash/login_server.conf"
-log "installed again (upgrade path): the edited login_server.conf was kept"
+[[ $(sha256sum </etc/imhash/cluster.key) == "$KEY_SUM" ]] || fail "installing again replaced the cluster key"
+log "installed again (upgrade path): the edited login_server.conf and the cluster key were kept"
 
 # --- 4. the installed daemons, started as the units would start them -----------------------------
 cp /etc/imhash/hash_server.conf /etc/imhash/hash1.conf  # what an instance needs (operations.md §2)
@@ -183,7 +192,7 @@ for pid in "${PIDS[@]}"; do
   [[ $rc -eq 0 ]] || fail "a daemon exited $rc on SIGTERM (pid $pid)"
 done
 PIDS=()
-log "installed daemons served (udp_sim --verify pass), lived through SIGHUP, stopped cleanly"
+log "installed daemons, their links proving the cluster key, served (udp_sim --verify pass), lived through SIGHUP, stopped cleanly"
 
 # --- 5. remove, then purge -------------------------------------------------------------------
 dpkg -r imhash >"$WORK/remove.log" 2>&1 || fail "dpkg -r failed: $(cat "$WORK/remove.log")"
@@ -192,7 +201,8 @@ dpkg -r imhash >"$WORK/remove.log" 2>&1 || fail "dpkg -r failed: $(cat "$WORK/re
 rm -f /etc/imhash/hash1.conf
 dpkg --purge imhash >"$WORK/purge.log" 2>&1 || fail "dpkg --purge failed: $(cat "$WORK/purge.log")"
 INSTALLED=0
-[[ ! -e /etc/imhash/login_server.conf && ! -e /var/lib/imhash ]] || fail "purge left config or state"
+[[ ! -e /etc/imhash/login_server.conf && ! -e /etc/imhash/cluster.key && ! -e /var/lib/imhash ]] ||
+  fail "purge left config, key or state"
 getent passwd imhash >/dev/null && fail "purge left the user imhash"
 log "dpkg -r kept the config files and state; dpkg --purge removed them and the user"
 echo "PASSED"

@@ -4,8 +4,10 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "common/clock.h"
 #include "common/endpoint.h"
 #include "common/lifecycle.h"
+#include "common/link_auth.h"
 #include "common/options.h"
 #include "common/routing_table.h"
 
@@ -17,8 +19,9 @@ namespace imhash {
 using namespace frame;
 
 namespace {
-// A peer that connects and says nothing is dropped after this long.
+// A peer that connects and does not complete its handshake is dropped after this long.
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+constexpr size_t kHandshakeBuffer = 4096;
 }  // namespace
 
 std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
@@ -33,11 +36,13 @@ std::optional<std::string> table_mismatch(const Table& table, const std::string&
 HashServer::HashServer(HashServerConfig config)
     : config_(std::move(config)),
       acceptor_(ctx_),
+      quota_(config_.connection_limits),
       signals_(ctx_, SIGINT, SIGTERM),
       reload_signal_(ctx_, SIGHUP),
       sample_timer_(ctx_) {
   for (uint32_t i = 0; i < config_.shards; ++i) {
-    shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name));
+    shards_.push_back(
+        std::make_unique<Shard>(i, config_.shards, config_.name, config_.idle_timeout));
     ShardSnapshot empty;
     empty.shard = i;
     snapshots_.push_back(empty);
@@ -151,6 +156,19 @@ control::PurgeReport HashServer::purge_report() const {
 void HashServer::render_metrics(MetricsText& m) const {
   m.gauge("imhash_table_version", "routing table version this server runs",
           static_cast<double>(table_version_));
+  m.counter("imhash_hash_auth_refused_total",
+            "handshakes refused because the peer did not prove the cluster key",
+            static_cast<double>(auth_refused_));
+  m.counter("imhash_hash_connections_refused_total",
+            "connections closed at accept: over --max-connections (total) or "
+            "--max-connections-per-source (source)",
+            static_cast<double>(refused_total_cap_), {{"limit", "total"}});
+  m.counter("imhash_hash_connections_refused_total",
+            "connections closed at accept: over --max-connections (total) or "
+            "--max-connections-per-source (source)",
+            static_cast<double>(refused_source_cap_), {{"limit", "source"}});
+  m.gauge("imhash_hash_open_connections", "TCP connections held, handshaking or bound",
+          static_cast<double>(quota_.open()));
   for (const auto& s : snapshots_) {
     const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
     m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records),
@@ -278,72 +296,175 @@ asio::awaitable<void> HashServer::accept_loop() {
       spdlog::warn("accept: {}", ec.message());
       continue;
     }
-    asio::co_spawn(ctx_, handshake(std::move(socket)), asio::detached);
+    boost::system::error_code peer_ec;
+    const auto peer = socket.remote_endpoint(peer_ec);
+    if (peer_ec) continue;  // already gone
+    ConnectionQuota::Refusal why{};
+    auto ticket = quota_.admit(peer.address(), why);
+    if (!ticket) {
+      ++(why == ConnectionQuota::Refusal::kTotal ? refused_total_cap_ : refused_source_cap_);
+      // One line per second at most: a flood of connections must not become a flood of logs.
+      if (const int64_t now = monotonic_ns() / 1'000'000'000; now != last_cap_log_s_) {
+        last_cap_log_s_ = now;
+        spdlog::warn("hash port: refused a connection from {}: {} (cap {} per address, {} in all)",
+                     peer.address().to_string(), to_string(why), quota_.limits().per_source,
+                     quota_.limits().total);
+      }
+      continue;  // the socket closes here
+    }
+    asio::co_spawn(ctx_, handshake(std::move(socket), std::move(*ticket)), asio::detached);
   }
 }
 
-asio::awaitable<void> HashServer::handshake(tcp::socket socket) {
-  StreamBuffer in(4 + kMaxFrameLength + 64 * 1024);
-  Header h;
-  std::vector<uint8_t> hello;  // the HELLO frame's body, copied out of `in`
-  asio::steady_timer deadline(ctx_, kHandshakeTimeout);
+namespace {
+
+// One handshake frame, copied out of the read buffer (so the buffer can take the next one).
+struct HandshakeFrame {
+  Header header;
+  std::vector<uint8_t> body;
+};
+
+// Reads the next frame of a handshake into `out`; an empty string on success, else why not.
+asio::awaitable<std::string> read_handshake_frame(asio::ip::tcp::socket& socket, StreamBuffer& in,
+                                                  asio::steady_timer& deadline,
+                                                  HandshakeFrame& out) {
   for (;;) {
     bool got = false;
     const DecodeStatus st = drain_frames(in, [&](const Header& header, std::span<const uint8_t> b) {
-      h = header;
-      hello.assign(b.begin(), b.end());
+      out.header = header;
+      out.body.assign(b.begin(), b.end());
       got = true;
       return false;
     });
-    if (got) break;
-    if (st != DecodeStatus::kNeedMore) {
-      spdlog::warn("handshake: {}", to_string(st));
-      co_return;
-    }
+    if (got) co_return std::string();
+    if (st != DecodeStatus::kNeedMore) co_return to_string(st);
     const auto space = in.space();
+    if (space.empty()) co_return "handshake frame larger than a handshake needs";
     auto result = co_await (socket.async_read_some(asio::buffer(space.data(), space.size()),
                                                    asio::as_tuple(asio::use_awaitable)) ||
                             deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
-    if (result.index() == 1) {
-      spdlog::warn("handshake: timed out");
-      co_return;
-    }
+    if (result.index() == 1) co_return "timed out";
     auto [ec, n] = std::get<0>(result);
-    if (ec) co_return;
+    if (ec) co_return ec.message();
     in.commit(n);
   }
-  const std::span<const uint8_t> body(hello);
+}
 
+}  // namespace
+
+asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota::Ticket ticket) {
+  std::string peer = "?";
+  boost::system::error_code peer_ec;
+  if (const auto ep = socket.remote_endpoint(peer_ec); !peer_ec) {
+    peer = format_host_port(ep.address().to_string(), ep.port());
+  }
+  // A HELLO and an AUTH are a few hundred bytes; whatever a client pipelines behind them goes
+  // to its shard with the connection.
+  StreamBuffer in(kHandshakeBuffer);
+  asio::steady_timer deadline(ctx_, kHandshakeTimeout);
+  auto send = [&](const Response& r) -> asio::awaitable<bool> {
+    std::vector<uint8_t> out;
+    append_response(r, out);
+    auto [ec, n] =
+        co_await asio::async_write(socket, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
+    co_return !ec;
+  };
+
+  HandshakeFrame hello;
+  if (const std::string err = co_await read_handshake_frame(socket, in, deadline, hello);
+      !err.empty()) {
+    spdlog::warn("handshake from {}: {}", peer, err);
+    co_return;
+  }
   Request q;
-  Response r{
-      .type = FrameType::kHello, .correlation = h.correlation, .table_version = table_version_};
-  const bool ok = h.type == FrameType::kHello && decode_request(h, body, q) == DecodeStatus::kOk;
+  Response r{.type = FrameType::kHello,
+             .correlation = hello.header.correlation,
+             .table_version = table_version_};
+  const bool ok = hello.header.type == FrameType::kHello &&
+                  decode_request(hello.header, hello.body, q) == DecodeStatus::kOk;
+  std::string refusal;
   if (!ok) {
     r.status = FrameStatus::kBadRequest;
+    refusal = "not a valid HELLO";
   } else if (q.protocol_version != kProtocolVersion) {
     r.status = FrameStatus::kUnsupported;
+    refusal = "protocol version " + std::to_string(q.protocol_version);
   } else if (q.shard >= config_.shards) {
     r.status = FrameStatus::kWrongShard;
-  } else {
+    refusal = "shard " + std::to_string(q.shard) + " of " + std::to_string(config_.shards);
+  } else if (config_.control.cluster_key.enabled() && !(q.flags & kFlagAuth)) {
+    r.status = FrameStatus::kUnauthorized;
+    refusal = "no cluster-key proof offered (is its --cluster-key-file set?)";
+  }
+  link_auth::Transcript transcript{.link = "hash",
+                                   .client_role = to_string(q.role),
+                                   .client_name = q.name,
+                                   .server_name = config_.name};
+  if (r.status == FrameStatus::kOk) {
     r.protocol_version = kProtocolVersion;
     r.shard_count = static_cast<uint16_t>(config_.shards);
     r.name = config_.name;
   }
-  std::vector<uint8_t> out;
-  append_response(r, out);
-  auto [ec, n] =
-      co_await asio::async_write(socket, asio::buffer(out), asio::as_tuple(asio::use_awaitable));
-  if (ec || r.status != FrameStatus::kOk) {
-    if (r.status != FrameStatus::kOk) {
-      spdlog::warn("handshake refused: {}", to_string(r.status));
+  std::array<uint8_t, kHelloAuthResponseSize> answer{};
+  if (r.status == FrameStatus::kOk && config_.control.cluster_key.enabled()) {
+    const auto nonce = link_auth::make_nonce();
+    std::copy(q.auth.begin(), q.auth.end(), transcript.client_nonce.begin());
+    if (nonce) transcript.server_nonce = *nonce;
+    const auto proof = nonce ? link_auth::prove(config_.control.cluster_key.key,
+                                                link_auth::Side::kServer, transcript)
+                             : std::nullopt;
+    if (!proof) {
+      spdlog::error("handshake from {}: OpenSSL could not make a nonce or a proof; refused", peer);
+      co_return;
     }
+    std::copy(nonce->begin(), nonce->end(), answer.begin());
+    std::copy(proof->begin(), proof->end(), answer.begin() + link_auth::kNonceSize);
+    r.flags = kFlagAuth;
+    r.auth = std::string_view(reinterpret_cast<const char*>(answer.data()), answer.size());
+  }
+  if (!refusal.empty()) {
+    if (r.status == FrameStatus::kUnauthorized) ++auth_refused_;
+    spdlog::warn("hash port: refused {} ({}): {}", peer,
+                 q.name.empty() ? std::string("unnamed") : std::string(q.name), refusal);
+    co_await send(r);
     co_return;
   }
-  spdlog::debug("{} bound to shard {}", q.name, q.shard);
-  // A client may pipeline requests right behind its HELLO: the shard takes those bytes too.
+  if (!co_await send(r)) co_return;
+
+  if (config_.control.cluster_key.enabled()) {
+    HandshakeFrame auth;
+    if (const std::string err = co_await read_handshake_frame(socket, in, deadline, auth);
+        !err.empty()) {
+      spdlog::warn("handshake from {} ({}): no AUTH: {}", peer, q.name, err);
+      co_return;
+    }
+    Request a;
+    const bool proved =
+        auth.header.type == FrameType::kAuth &&
+        decode_request(auth.header, auth.body, a) == DecodeStatus::kOk &&
+        link_auth::verify(
+            config_.control.cluster_key.key, link_auth::Side::kClient, transcript,
+            std::span(reinterpret_cast<const uint8_t*>(a.auth.data()), a.auth.size()));
+    const Response ar{.type = FrameType::kAuth,
+                      .status = proved ? FrameStatus::kOk : FrameStatus::kUnauthorized,
+                      .correlation = auth.header.correlation,
+                      .table_version = table_version_};
+    if (!proved) {
+      ++auth_refused_;
+      spdlog::warn(
+          "hash port: refused {} ({}): its proof of the cluster key is wrong (another "
+          "key?)",
+          peer, q.name);
+      co_await send(ar);
+      co_return;
+    }
+    if (!co_await send(ar)) co_return;
+  }
+  spdlog::debug("{} ({}) bound to shard {}", q.name, peer, q.shard);
+  // A client may pipeline requests right behind its handshake: the shard takes those bytes too.
   std::vector<uint8_t> leftover(in.data().begin(), in.data().end());
   const auto protocol = socket.local_endpoint().protocol();
-  shards_[q.shard]->adopt(protocol, socket.release(), std::move(leftover));
+  shards_[q.shard]->adopt(protocol, socket.release(), std::move(leftover), std::move(ticket));
 }
 
 }  // namespace imhash

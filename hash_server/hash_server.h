@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/connection_quota.h"
 #include "common/node_control.h"
 #include "common/router.h"
 #include "common/saved_table.h"
@@ -28,6 +29,9 @@ struct HashServerConfig {
   std::string table_file;                // --table: re-read on SIGHUP; empty: none
   NodeControl::Endpoints control;        // --config (none: --table only), --advertise, --metrics
   std::shared_ptr<SavedTable> saved;  // --state-dir: every table installed is kept there; or null
+  ConnectionQuota::Limits connection_limits;  // --max-connections, --max-connections-per-source
+  std::chrono::seconds idle_timeout{60};      // --idle-timeout: a bound link silent this long
+                                              // is closed (login servers ping idle links)
 };
 
 // Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids
@@ -46,7 +50,9 @@ class HashServer {
 
  private:
   boost::asio::awaitable<void> accept_loop();
-  boost::asio::awaitable<void> handshake(tcp::socket socket);
+  // HELLO (and, with a cluster key, the server's proof and the client's AUTH), then hands the
+  // connection to its shard with its quota ticket.
+  boost::asio::awaitable<void> handshake(tcp::socket socket, ConnectionQuota::Ticket ticket);
   void stop();
   // Installs a table (main thread): new handshakes report its version, shards judge ownership;
   // with --state-dir it is saved there too.
@@ -65,6 +71,11 @@ class HashServer {
   HashServerConfig config_;
   boost::asio::io_context ctx_{1};
   tcp::acceptor acceptor_;
+  ConnectionQuota quota_;
+  uint64_t auth_refused_ = 0;        // handshakes that did not prove the cluster key
+  uint64_t refused_total_cap_ = 0;   // connections over --max-connections
+  uint64_t refused_source_cap_ = 0;  // connections over --max-connections-per-source
+  int64_t last_cap_log_s_ = 0;
   boost::asio::signal_set signals_;
   boost::asio::signal_set reload_signal_;
   std::vector<std::unique_ptr<Shard>> shards_;

@@ -24,7 +24,16 @@ int hash_server_main(int argc, char** argv) {
       "shard threads (default: the number of cores)")(
       "table", boost::program_options::value<std::string>(),
       "routing table file (JSON), to know which ids this server owns; without one it owns all. "
-      "SIGHUP re-reads it");
+      "SIGHUP re-reads it")(
+      "max-connections", boost::program_options::value<size_t>()->default_value(4096),
+      "TCP connections held at most (handshaking or bound; 0: no limit); more are closed at "
+      "accept")("max-connections-per-source",
+                boost::program_options::value<size_t>()->default_value(1024),
+                "TCP connections held at most from one IP address (0: no limit); a login server "
+                "opens threads x shards links to each hash server")(
+      "idle-timeout", boost::program_options::value<uint32_t>()->default_value(60),
+      "seconds a bound link may stay silent before it is closed (login servers ping idle links "
+      "every few seconds; 0: never)");
   NodeControl::add_options(opts,
                            "config server HOST:PORT: register there, receive tables and purge "
                            "commands; with --table too, the file is the starting table until the "
@@ -48,12 +57,16 @@ int hash_server_main(int argc, char** argv) {
                      "': a server name is 1 to 64 characters of A-Z a-z 0-9 . _ -");
   }
   config.control = NodeControl::endpoints(opts);
+  config.connection_limits.total = opts.get<size_t>("max-connections");
+  config.connection_limits.per_source = opts.get<size_t>("max-connections-per-source");
+  config.idle_timeout = std::chrono::seconds(opts.get<uint32_t>("idle-timeout"));
   if (config.control.advertise_host.empty() && config.control.has_config_server() &&
       is_unspecified_host(listen.host)) {
     throw UsageError("--listen " + opts.get<std::string>("listen") +
                      " binds every address but is none to dial: give --advertise HOST:PORT, "
                      "the address login servers reach this server at");
   }
+  config.control.cluster_key.check_listener(listen.host, "--listen");
   std::optional<Table> start;
   if (opts.has("table")) {
     config.table_file = opts.get<std::string>("table");

@@ -1,7 +1,7 @@
-// Purge: the state of one lazy, incremental purge of a shard's records (docs/design.md §4). The shard runs
-// step() once per turn of its event loop, between batches of requests, so a purge of millions of
-// records never holds the thread for more than one bounded batch. It walks the store with a
-// RecordStore::ScanCursor, so every record present from the start to the end of the purge is
+// Purge: the state of one lazy, incremental purge of a shard's records (docs/design.md §4). The
+// shard runs step() once per turn of its event loop, between batches of requests, so a purge of
+// millions of records never holds the thread for more than one bounded batch. It walks the store
+// with a RecordStore::ScanCursor, so every record present from the start to the end of the purge is
 // judged, whatever requests insert, delete or rehash between steps.
 //
 // Not thread-safe: all methods run on the owning shard's thread.

@@ -30,15 +30,18 @@ uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
 
 }  // namespace
 
-Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name)
+Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name,
+             std::chrono::seconds idle_timeout)
     : index_(index),
       shard_count_(shard_count),
       server_name_(std::move(server_name)),
+      idle_timeout_(idle_timeout),
       work_(ctx_.get_executor()) {}
 
 void Shard::start() {
   thread_ = std::thread([this] {
     thread_check_.bind();
+    schedule_idle_sweep();
     ctx_.run();
   });
 }
@@ -48,12 +51,35 @@ void Shard::join() {
 }
 
 void Shard::adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
-                  std::vector<uint8_t> leftover) {
-  asio::post(ctx_, [this, protocol, fd, leftover = std::move(leftover)]() mutable {
+                  std::vector<uint8_t> leftover, ConnectionQuota::Ticket ticket) {
+  asio::post(ctx_, [this, protocol, fd, leftover = std::move(leftover),
+                    ticket = std::move(ticket)]() mutable {
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
     tcp::socket socket(ctx_, protocol, fd);
     if (stopping_) return;  // the socket closes as it goes out of scope
-    asio::co_spawn(ctx_, serve(std::move(socket), std::move(leftover)), asio::detached);
+    asio::co_spawn(ctx_, serve(std::move(socket), std::move(leftover), std::move(ticket)),
+                   asio::detached);
+  });
+}
+
+void Shard::schedule_idle_sweep() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (idle_timeout_.count() <= 0 || stopping_) return;
+  idle_timer_.expires_after(std::max(std::chrono::seconds(1), idle_timeout_ / 4));
+  idle_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    const uint32_t now = unix_now();
+    boost::system::error_code ignored;
+    for (Connection* c : connections_) {
+      if (now <= c->last_active_s ||
+          now - c->last_active_s < static_cast<uint32_t>(idle_timeout_.count())) {
+        continue;
+      }
+      spdlog::warn("shard {}: closing a connection silent for {} s (--idle-timeout)", index_,
+                   now - c->last_active_s);
+      c->socket->close(ignored);  // its pending read ends, and serve() with it
+    }
+    schedule_idle_sweep();
   });
 }
 
@@ -73,7 +99,8 @@ void Shard::stop() {
     boost::system::error_code ec;
     // A pending read then completes with end-of-file; each connection writes what it owes and
     // closes.
-    for (tcp::socket* s : connections_) s->shutdown(tcp::socket::shutdown_receive, ec);
+    idle_timer_.cancel();
+    for (Connection* c : connections_) c->socket->shutdown(tcp::socket::shutdown_receive, ec);
     work_.reset();
     // A peer that does not read its answers would hold its write (and so this thread) forever:
     // after the grace, close whatever is still open; pending writes then fail and end.
@@ -86,15 +113,18 @@ void Shard::stop() {
                        connections_.size(), kStopGrace.count());
         }
         boost::system::error_code ignored;
-        for (tcp::socket* s : connections_) s->close(ignored);
+        for (Connection* c : connections_) c->socket->close(ignored);
       });
     }
   });
 }
 
-asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> leftover) {
+asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> leftover,
+                                   ConnectionQuota::Ticket ticket) {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
-  connections_.insert(&socket);
+  const ConnectionQuota::Ticket held = std::move(ticket);  // released as serve() ends
+  Connection conn{&socket, unix_now()};
+  connections_.insert(&conn);
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   StreamBuffer in(kReadBufferSize);
@@ -116,6 +146,7 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
     {
       const TurnTimer turn(turns_);  // one turn: this buffer's batch of requests
       now_ = unix_now();
+      conn.last_active_s = now_;
       st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
         if (prefetched == 0) prefetched = prefetch_records(in.data());
         prefetched -= std::min(prefetched, size_t{4} + h.length);
@@ -145,7 +176,7 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
     if (ec) break;
     in.commit(n);
   }
-  connections_.erase(&socket);
+  connections_.erase(&conn);
   socket.close(ignored);
   if (stopping_ && connections_.empty()) stop_timer_.cancel();  // all done: no need to wait
 }
@@ -195,6 +226,7 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
 
   switch (q.type) {
     case FrameType::kHello:
+    case FrameType::kAuth:
       r.status = FrameStatus::kBadRequest;  // the connection is already bound
       break;
     case FrameType::kUpsert: {

@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/connection_quota.h"
 #include "common/frame_protocol.h"
 #include "common/router.h"
 #include "common/thread_check.h"
@@ -44,7 +45,9 @@ class Shard {
  public:
   using tcp = boost::asio::ip::tcp;
 
-  Shard(uint32_t index, uint32_t shard_count, std::string server_name);
+  // `idle_timeout`: a connection that sends nothing for this long is closed (0: never).
+  Shard(uint32_t index, uint32_t shard_count, std::string server_name,
+        std::chrono::seconds idle_timeout = std::chrono::seconds(0));
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -53,8 +56,9 @@ class Shard {
 
   // Takes over a connection whose handshake the acceptor completed; `leftover` holds bytes the
   // acceptor read past the handshake (a client may pipeline requests right behind its HELLO).
+  // `ticket` counts the connection in the listener's quota until it closes.
   void adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
-             std::vector<uint8_t> leftover);
+             std::vector<uint8_t> leftover, ConnectionQuota::Ticket ticket = {});
   void set_router(std::shared_ptr<const Router> router);
   // Stops reading from every connection, answers what was read, closes, and lets the thread end.
   // A peer that does not read its answers is cut off after kStopGrace, so the shard always ends.
@@ -69,7 +73,15 @@ class Shard {
   uint32_t index() const { return index_; }
 
  private:
-  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> leftover);
+  // One bound connection, living in its serve() coroutine.
+  struct Connection {
+    tcp::socket* socket = nullptr;
+    uint32_t last_active_s = 0;  // now_ when it last sent something
+  };
+  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> leftover,
+                                     ConnectionQuota::Ticket ticket);
+  // Every idle_timeout_ / 4: closes connections silent for idle_timeout_.
+  void schedule_idle_sweep();
   // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
   // kPrefetchBatch); returns the size of the frames it looked at, 0 if the first is incomplete.
   size_t prefetch_records(std::span<const uint8_t> frames) const;
@@ -86,6 +98,7 @@ class Shard {
   const uint32_t index_;
   const uint32_t shard_count_;
   const std::string server_name_;
+  const std::chrono::seconds idle_timeout_;
 
   boost::asio::io_context ctx_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
@@ -101,9 +114,10 @@ class Shard {
   uint32_t now_ = 0;  // Unix seconds, refreshed once per batch
   ShardCounters counters_;
   TurnStats turns_;
-  std::unordered_set<tcp::socket*> connections_;
+  std::unordered_set<Connection*> connections_;
   bool stopping_ = false;
   boost::asio::steady_timer stop_timer_{ctx_};
+  boost::asio::steady_timer idle_timer_{ctx_};
 };
 
 }  // namespace imhash

@@ -5,6 +5,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include "common/clock.h"
+#include "common/link_auth.h"
 #include "common/options.h"
 
 namespace asio = boost::asio;
@@ -72,6 +73,7 @@ bool HashLink::submit(const Request& request, uint64_t token, int64_t now_ns) {
   const int64_t deadline =
       now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.timeout).count();
   q.correlation = pending_.insert(token, deadline);
+  last_sent_ns_ = now_ns;
   const bool was_empty = queued_.empty();
   append_request(q, queued_);
   return was_empty;
@@ -99,16 +101,22 @@ void HashLink::tick(int64_t now_ns) {
   bool expired = false;
   pending_.expire(now_ns, [&](uint64_t token) {
     ++consecutive_timeouts_;
+    if (token == kKeepaliveToken) return;
     expired = true;
     listener_.on_failure(token, client::Status::kTimeout);
   });
   if (expired) listener_.after_link_io();
+  if (state_ == State::kUp && !full() && settings_.keepalive.count() > 0 &&
+      now_ns - last_sent_ns_ >= std::chrono::nanoseconds(settings_.keepalive).count()) {
+    if (submit(Request{.type = FrameType::kPing}, kKeepaliveToken, now_ns)) flush();
+  }
   const int64_t silent_ns = now_ns - last_heard_ns_;
   if (state_ == State::kUp && consecutive_timeouts_ >= settings_.down_after_timeouts &&
       silent_ns >= std::chrono::nanoseconds(settings_.dead_after).count()) {
-    spdlog::warn("link to {} shard {}: {} requests timed out and nothing came for {} ms, marking "
-                 "it down",
-                 server_.name, shard_, consecutive_timeouts_, silent_ns / 1'000'000);
+    spdlog::warn(
+        "link to {} shard {}: {} requests timed out and nothing came for {} ms, marking "
+        "it down",
+        server_.name, shard_, consecutive_timeouts_, silent_ns / 1'000'000);
     drop_connection();
   }
 }
@@ -121,7 +129,9 @@ void HashLink::drop_connection() {
 
 void HashLink::fail_all(client::Status status) {
   if (pending_.size() == 0) return;
-  pending_.drain([&](uint64_t token) { listener_.on_failure(token, status); });
+  pending_.drain([&](uint64_t token) {
+    if (token != kKeepaliveToken) listener_.on_failure(token, status);
+  });
   listener_.after_link_io();
 }
 
@@ -137,7 +147,7 @@ asio::awaitable<void> HashLink::run() {
       state_ = State::kUp;
       backoff_.reset();
       consecutive_timeouts_ = 0;
-      last_heard_ns_ = monotonic_ns();
+      last_heard_ns_ = last_sent_ns_ = monotonic_ns();
       flush();
       co_await read_loop();
     }
@@ -183,51 +193,117 @@ asio::awaitable<bool> HashLink::connect_once() {
   boost::system::error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
 
-  // The handshake binds this connection to our shard; a frozen server answers nothing, so it is
-  // under the same deadline.
+  // The handshake binds this connection to our shard (and, with a cluster key, proves each side
+  // to the other); a frozen server answers nothing, so it is under the same deadline.
+  const bool keyed = !settings_.cluster_key.empty();
+  link_auth::Transcript transcript{.link = "hash",
+                                   .client_role = to_string(PeerRole::kLogin),
+                                   .client_name = settings_.client_name,
+                                   .server_name = server_.name};
   Request hello{.type = FrameType::kHello, .protocol_version = kProtocolVersion};
   hello.shard = static_cast<uint16_t>(shard_);
   hello.name = settings_.client_name;
+  if (keyed) {
+    const auto nonce = link_auth::make_nonce();
+    if (!nonce) {
+      spdlog::error("link to {}: OpenSSL could not make a nonce", server_.name);
+      co_return false;
+    }
+    transcript.client_nonce = *nonce;
+    hello.flags = kFlagAuth;
+    hello.role = PeerRole::kLogin;
+    hello.auth = std::string_view(reinterpret_cast<const char*>(nonce->data()), nonce->size());
+  }
   std::vector<uint8_t> out;
   append_request(hello, out);
-  auto wrote = co_await (
-      asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable)) ||
-      deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
-  if (wrote.index() != 0 || std::get<0>(std::get<0>(wrote))) co_return false;
+  auto send = [&]() -> asio::awaitable<bool> {
+    auto wrote = co_await (
+        asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable)) ||
+        deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+    co_return wrote.index() == 0 && !std::get<0>(std::get<0>(wrote));
+  };
+  if (!co_await send()) co_return false;
 
   StreamBuffer in(4 + kMaxFrameLength);
-  for (;;) {
-    int verdict = -1;  // -1: need more, 0: refused, 1: accepted
-    const DecodeStatus st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
-      Response r;
-      verdict = 0;
-      if (h.type != FrameType::kHello || decode_response(h, body, r) != DecodeStatus::kOk) {
+  std::vector<uint8_t> answer_bytes;  // the answer's body, copied out of `in`
+  // Reads the answer to the handshake frame of type `type` into `r` (its strings point into
+  // answer_bytes); false if none came in time or it is not one.
+  auto read_answer = [&](FrameType type, Response& r) -> asio::awaitable<bool> {
+    for (;;) {
+      int verdict = -1;  // -1: need more, 0: not an answer of that type, 1: one
+      const DecodeStatus st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
+        verdict = 0;
+        answer_bytes.assign(body.begin(), body.end());
+        if (h.type == type && decode_response(h, answer_bytes, r) == DecodeStatus::kOk) {
+          verdict = 1;
+        }
         return false;
-      }
-      if (r.status != FrameStatus::kOk) {
-        spdlog::error("link to {} shard {}: handshake refused: {}", server_.name, shard_,
-                      to_string(r.status));
-        return false;
-      }
-      if (r.shard_count != server_.shards) {
-        spdlog::error("link to {}: the table says {} shards, the server has {}", server_.name,
-                      server_.shards, r.shard_count);
-        return false;
-      }
-      verdict = 1;
-      return false;
-    });
-    // Anything after the HELLO answer would be an answer to a request we have not sent.
-    if (verdict >= 0) co_return verdict == 1 && in.empty();
-    if (st != DecodeStatus::kNeedMore) co_return false;
-    const auto space = in.space();
-    auto got = co_await (
-        socket_.async_read_some(asio::buffer(space.data(), space.size()),
-                                asio::as_tuple(asio::use_awaitable)) ||
-        deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
-    if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
-    in.commit(std::get<1>(std::get<0>(got)));
+      });
+      if (verdict >= 0) co_return verdict == 1;
+      if (st != DecodeStatus::kNeedMore) co_return false;
+      const auto space = in.space();
+      auto got = co_await (socket_.async_read_some(asio::buffer(space.data(), space.size()),
+                                                   asio::as_tuple(asio::use_awaitable)) ||
+                           deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+      if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
+      in.commit(std::get<1>(std::get<0>(got)));
+    }
+  };
+
+  Response r;
+  if (!co_await read_answer(FrameType::kHello, r)) co_return false;
+  if (r.status != FrameStatus::kOk) {
+    spdlog::error("link to {} ({}) shard {}: handshake refused: {}{}", server_.name,
+                  server_.address, shard_, to_string(r.status),
+                  r.status == FrameStatus::kUnauthorized
+                      ? (keyed ? " (our proof of the cluster key was not accepted)"
+                               : " (the server wants a cluster key: set --cluster-key-file)")
+                      : "");
+    co_return false;
   }
+  if (r.shard_count != server_.shards) {
+    spdlog::error("link to {}: the table says {} shards, the server has {}", server_.name,
+                  server_.shards, r.shard_count);
+    co_return false;
+  }
+  if (keyed) {
+    const bool has_proof = (r.flags & kFlagAuth) && r.auth.size() == kHelloAuthResponseSize;
+    if (has_proof) {
+      std::copy_n(r.auth.begin(), link_auth::kNonceSize, transcript.server_nonce.begin());
+    }
+    const auto server_proof =
+        std::span(reinterpret_cast<const uint8_t*>(r.auth.data()) + link_auth::kNonceSize,
+                  has_proof ? link_auth::kProofSize : 0);
+    if (!has_proof || !link_auth::verify(settings_.cluster_key, link_auth::Side::kServer,
+                                         transcript, server_proof)) {
+      ++auth_failures_;
+      spdlog::error(
+          "link to {} ({}) shard {}: refused: the server {} the cluster key as {}; "
+          "not using it",
+          server_.name, server_.address, shard_,
+          has_proof ? "did not prove" : "offered no proof of", server_.name);
+      co_return false;
+    }
+    const auto proof =
+        link_auth::prove(settings_.cluster_key, link_auth::Side::kClient, transcript);
+    if (!proof) co_return false;
+    Request auth{.type = FrameType::kAuth};
+    auth.auth = std::string_view(reinterpret_cast<const char*>(proof->data()), proof->size());
+    out.clear();
+    append_request(auth, out);
+    if (!co_await send()) co_return false;
+    Response ar;
+    if (!co_await read_answer(FrameType::kAuth, ar)) co_return false;
+    if (ar.status != FrameStatus::kOk) {
+      spdlog::error(
+          "link to {} ({}) shard {}: our proof of the cluster key was refused (a "
+          "different key?)",
+          server_.name, server_.address, shard_);
+      co_return false;
+    }
+  }
+  // Anything after the handshake's answers would be an answer to a request we have not sent.
+  co_return in.empty();
 }
 
 asio::awaitable<void> HashLink::read_loop() {
@@ -255,7 +331,7 @@ asio::awaitable<void> HashLink::read_loop() {
         const uint64_t t = *token;
         pending_.erase(h.correlation);
         consecutive_timeouts_ = 0;
-        listener_.on_answer(t, r);
+        if (t != kKeepaliveToken) listener_.on_answer(t, r);
       }
       // else: the answer came after the frame's deadline; its sender already heard TIMEOUT.
       return true;

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/client_protocol.h"
 #include "common/frame_protocol.h"
 #include "common/routing_table.h"
 #include "common/stream_buffer.h"
 #include "common/thread_check.h"
-#include "common/client_protocol.h"
 #include "login_server/pending_table.h"
 
 namespace imhash {
@@ -40,9 +40,17 @@ struct LinkSettings {
   uint32_t down_after_timeouts = 3;
   std::chrono::milliseconds dead_after{1000};
   std::string client_name = "login";
+  // --cluster-key-file: prove it to each hash server and make it prove it back; empty: no proof.
+  std::vector<uint8_t> cluster_key;
+  // An up link with nothing sent for this long sends a PING, so the hash server's idle timeout
+  // never closes a link that is merely quiet, and a dead peer shows up without user traffic.
+  std::chrono::milliseconds keepalive{10000};
 };
 
-// What a link tells its worker, on the worker's thread.
+// What a link tells its worker, on the worker's thread. Never about kKeepaliveToken, the token of
+// the link's own PINGs (a worker's tokens are a slot index below 2^32 - 1 plus a generation, so
+// none equals it).
+inline constexpr uint64_t kKeepaliveToken = ~uint64_t{0};
 class LinkListener {
  public:
   virtual void on_answer(uint64_t token, const frame::Response& response) = 0;
@@ -79,6 +87,7 @@ class HashLink {
   bool finished() const { return finished_ && !writing_; }
   const ServerInfo& server() const { return server_; }
   uint32_t shard() const { return shard_; }
+  uint64_t auth_failures() const { return auth_failures_; }
 
   // Queues `request` (its correlation is the link's to choose); its fate is reported under
   // `token`. Precondition: can_send(). Returns true if the link had nothing queued (the caller
@@ -111,7 +120,9 @@ class HashLink {
   bool writing_ = false;
   uint32_t attempts_ = 0;
   uint32_t consecutive_timeouts_ = 0;
-  int64_t last_heard_ns_ = 0;  // the last answer (or the connection coming up)
+  int64_t last_heard_ns_ = 0;   // the last answer (or the connection coming up)
+  int64_t last_sent_ns_ = 0;    // the last frame queued (or the connection coming up)
+  uint64_t auth_failures_ = 0;  // handshakes in which the server did not prove the cluster key
   Backoff backoff_;
   PendingTable<uint64_t> pending_;    // correlation -> the caller's token
   std::vector<uint8_t> queued_;       // frames waiting for the next write

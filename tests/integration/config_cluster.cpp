@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
+#include "common/token.h"
 #include "tests/integration/frame_client.h"
 #include "tests/wait_until.h"
 
@@ -16,6 +19,14 @@ ConfigCluster::ConfigCluster(ConfigClusterOptions options) : options_(std::move(
   // ctest runs tests side by side in one directory: each gets its own state.
   if (options_.state_dir.empty()) options_.state_dir = "config_state." + std::to_string(getpid());
   std::filesystem::remove_all(options_.state_dir);
+  if (!options_.cluster_key_file.empty()) {
+    std::ifstream in(options_.cluster_key_file);
+    const std::string hex((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string error;
+    auto key = parse_hex_key(hex, error);
+    if (!key) throw std::runtime_error(options_.cluster_key_file + ": " + error);
+    cluster_key_ = std::move(*key);
+  }
 }
 
 ConfigCluster::~ConfigCluster() {
@@ -42,11 +53,18 @@ void ConfigCluster::start_config() {
   if (!options_.admin_token_file.empty()) {
     args.insert(args.end(), {"--admin-token-file", options_.admin_token_file});
   }
+  add_cluster_key(args);
   config_ = std::make_unique<ChildProcess>(IMHASH_CONFIG_SERVER, args);
   const auto addrs = config_->wait_listening(options_.metrics ? 3 : 2);
   config_addr_ = addrs[0];
   admin_addr_ = addrs[1];
   if (options_.metrics) config_metrics_ = addrs[2];
+}
+
+void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
+  if (!options_.cluster_key_file.empty()) {
+    args.insert(args.end(), {"--cluster-key-file", options_.cluster_key_file});
+  }
 }
 
 void ConfigCluster::kill_config() { config_->stop(SIGKILL); }
@@ -59,6 +77,7 @@ void ConfigCluster::start_hash(int i) {
                                    "--shards", std::to_string(options_.shards),
                                    "--config", config_addr_};
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  add_cluster_key(args);
   hash_[i] = std::make_unique<ChildProcess>(IMHASH_HASH_SERVER, args);
   const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
   hash_addr_[i] = addrs[0];
@@ -93,10 +112,26 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
   }
   args.insert(args.end(), extra.begin(), extra.end());
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  add_cluster_key(args);
   login_[i] = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
   const auto addrs = login_[i]->wait_listening(options_.metrics ? 2 : 1);
   if (options_.metrics) login_metrics_[i] = addrs[1];
   return port_of(addrs[0]);
+}
+
+uint16_t ConfigCluster::start_serving(int hash_servers) {
+  start_config();
+  std::vector<std::string> add = {"server", "add"};
+  for (int i = 1; i <= hash_servers; ++i) {
+    start_hash(i);
+    add.push_back("hash" + std::to_string(i));
+  }
+  if (const auto r = imctl(add); r.exit_code != 0) throw std::runtime_error("imctl: " + r.out);
+  const uint16_t udp = start_login(1);
+  if (!wait_converged(version(), hash_servers + 1)) {
+    throw std::runtime_error("the cluster did not converge");
+  }
+  return udp;
 }
 
 ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
@@ -144,8 +179,9 @@ uint64_t ConfigCluster::gets_served() {
   for (const auto& [i, process] : hash_) {
     if (!process->running()) continue;
     for (int shard = 0; shard < options_.shards; ++shard) {
-      total += FrameClient(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard))
-                   .stat(frame::kStatGets);
+      total +=
+          FrameClient(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard), "test", cluster_key_)
+              .stat(frame::kStatGets);
     }
   }
   return total;

@@ -24,6 +24,7 @@ struct ConfigClusterOptions {
   std::string state_dir{};         // default: a fresh directory per test process
   bool metrics = false;            // --metrics 127.0.0.1:0 on every daemon
   std::string admin_token_file{};  // set: config_server --admin-token-file, imctl --token-file
+  std::string cluster_key_file{};  // set: --cluster-key-file on every daemon
 };
 
 struct ImctlResult {
@@ -44,6 +45,10 @@ class ConfigCluster {
   void kill_hash(int i);
   // login server "login<i>", returning its UDP port.
   uint16_t start_login(int i, std::vector<std::string> extra = {});
+
+  // A serving cluster: the config server, hash servers hash1..hashN added to the table, login1,
+  // all converged on the latest version; returns login1's UDP port. Throws if any step fails.
+  uint16_t start_serving(int hash_servers);
 
   ImctlResult imctl(std::vector<std::string> args);
   // imctl --json ARGS, parsed; fails the test when imctl fails.
@@ -68,7 +73,9 @@ class ConfigCluster {
   const std::string& login_metrics(int i) { return login_metrics_[i]; }
 
  private:
+  void add_cluster_key(std::vector<std::string>& args) const;
   ConfigClusterOptions options_;
+  std::vector<uint8_t> cluster_key_;  // the key in options_.cluster_key_file (for FrameClient)
   std::unique_ptr<ChildProcess> config_;
   std::string config_addr_ = "127.0.0.1:0";
   std::string admin_addr_ = "127.0.0.1:0";

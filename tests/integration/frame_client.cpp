@@ -7,15 +7,18 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "common/link_auth.h"
 #include "tests/integration/loopback.h"
 
 namespace imhash::test {
 
 using namespace frame;
 
-FrameClient::FrameClient(uint16_t port, uint16_t shard, const std::string& name) {
+FrameClient::FrameClient(uint16_t port, uint16_t shard, const std::string& name,
+                         std::span<const uint8_t> cluster_key) {
   fd_ = connect_loopback(SOCK_STREAM | SOCK_CLOEXEC, port);
   if (fd_ < 0) throw std::runtime_error("connect failed");
   int one = 1;
@@ -25,12 +28,43 @@ FrameClient::FrameClient(uint16_t port, uint16_t shard, const std::string& name)
   Request hello{.type = FrameType::kHello, .correlation = 0, .protocol_version = kProtocolVersion};
   hello.shard = shard;
   hello.name = name;
+  link_auth::Transcript t{.link = "hash", .client_role = "login", .client_name = name};
+  if (!cluster_key.empty()) {
+    t.client_nonce = link_auth::make_nonce().value();
+    hello.flags = kFlagAuth;
+    hello.auth = std::string_view(reinterpret_cast<const char*>(t.client_nonce.data()),
+                                  t.client_nonce.size());
+  }
   std::vector<uint8_t> out;
   append_request(hello, out);
   send_raw(out);
   if (!read_one(hello_)) throw std::runtime_error("no HELLO reply");
   if (hello_.r.status != FrameStatus::kOk) {
     throw std::runtime_error(std::string("HELLO refused: ") + to_string(hello_.r.status));
+  }
+  if (cluster_key.empty()) return;
+  if (!(hello_.r.flags & kFlagAuth) || hello_.r.auth.size() != kHelloAuthResponseSize) {
+    throw std::runtime_error("the server offered no proof of the cluster key");
+  }
+  const std::string server_name(hello_.r.name);
+  t.server_name = server_name;
+  std::copy_n(hello_.r.auth.begin(), link_auth::kNonceSize, t.server_nonce.begin());
+  const auto* proof =
+      reinterpret_cast<const uint8_t*>(hello_.r.auth.data()) + link_auth::kNonceSize;
+  if (!link_auth::verify(cluster_key, link_auth::Side::kServer, t,
+                         std::span(proof, link_auth::kProofSize))) {
+    throw std::runtime_error("the server's proof of the cluster key is wrong");
+  }
+  const auto mine = link_auth::prove(cluster_key, link_auth::Side::kClient, t).value();
+  Request auth{.type = FrameType::kAuth};
+  auth.auth = std::string_view(reinterpret_cast<const char*>(mine.data()), mine.size());
+  out.clear();
+  append_request(auth, out);
+  send_raw(out);
+  OwnedResponse answer;
+  if (!read_one(answer)) throw std::runtime_error("no AUTH reply");
+  if (answer.r.status != FrameStatus::kOk) {
+    throw std::runtime_error(std::string("AUTH refused: ") + to_string(answer.r.status));
   }
 }
 

@@ -1,9 +1,11 @@
 // FrameClient: a blocking TCP client of the login<->hash frame protocol, for integration tests.
-// Connects to 127.0.0.1:port, binds to one shard with HELLO, then sends batches of requests and
-// reads their responses. Used from one thread.
+// Connects to 127.0.0.1:port, binds to one shard with HELLO (with a cluster key: HELLO, the
+// server's proof checked, AUTH; common/link_auth.h), then sends batches of requests and reads their
+// responses. Used from one thread.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,7 +21,9 @@ struct OwnedResponse {
 
 class FrameClient {
  public:
-  FrameClient(uint16_t port, uint16_t shard, const std::string& name = "test");
+  // Throws std::runtime_error if the handshake is refused (the message names the status).
+  FrameClient(uint16_t port, uint16_t shard, const std::string& name = "test",
+              std::span<const uint8_t> cluster_key = {});
   ~FrameClient();
   FrameClient(const FrameClient&) = delete;
   FrameClient& operator=(const FrameClient&) = delete;

@@ -152,17 +152,22 @@ start() {  # start NAME NS PROGRAM ARGS...: runs in the namespace, output in $WO
   PIDS+=($!)
 }
 wait_listening() { wait_lines "$WORK/$1.log" "listening on" "$2"; }  # wait_listening NAME COUNT
-imctl() { ip netns exec "$NS_CFG" "$IMCTL" --admin "$NET.1:7100" "$@"; }
+# Links between hosts prove the cluster key, and the admin API (not on loopback) needs its token:
+# without them the daemons refuse these addresses (docs/security.md §5).
+KEY="$WORK/cluster.key" TOKEN="$WORK/admin.token"
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$KEY" && echo "netns-test-admin-token-$$" >"$TOKEN")
+imctl() { ip netns exec "$NS_CFG" "$IMCTL" --admin "$NET.1:7100" --token-file "$TOKEN" "$@"; }
 
 start config "$NS_CFG" "$CONFIG_SERVER" --listen "$NET.1:7000" --admin "$NET.1:7100" \
-  --state-dir "$WORK/state" --heartbeat-ms 200 --grace-ms 1000 --initial-mode range
+  --state-dir "$WORK/state" --heartbeat-ms 200 --grace-ms 1000 --initial-mode range \
+  --cluster-key-file "$KEY" --admin-token-file "$TOKEN"
 wait_listening config 2
 # hash1 binds every address of its host and advertises the one login servers reach it at
 # (docs/operations.md §1); hash2 binds its address only.
 start hash1 "$NS_H1" "$HASH_SERVER" --listen 0.0.0.0:7001 --advertise "$NET.11:7001" --name hash1 \
-  --shards 2 --config "$NET.1:7000"
+  --shards 2 --config "$NET.1:7000" --cluster-key-file "$KEY"
 start hash2 "$NS_H2" "$HASH_SERVER" --listen "$NET.12:7001" --name hash2 --shards 2 \
-  --config "$NET.1:7000"
+  --config "$NET.1:7000" --cluster-key-file "$KEY"
 wait_listening hash1 1
 wait_listening hash2 1
 
@@ -193,7 +198,7 @@ imctl where 7000 | grep -q hash2 || fail "id 7000 is not on hash2: $(imctl where
 
 # The whole load comes from one client address: no per-source rate limit (docs/security.md).
 start login "$NS_LOGIN" "$LOGIN_SERVER" --udp "$NET.20:7200" --config "$NET.1:7000" \
-  --name login1 --threads 2 --timeout-ms 100 --rate-limit 0
+  --name login1 --threads 2 --timeout-ms 100 --rate-limit 0 --cluster-key-file "$KEY"
 wait_listening login 1
 SIM_TARGET="$NET.20:7200"
 if [[ $NETEM -eq 1 ]]; then

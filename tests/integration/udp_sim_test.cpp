@@ -1,8 +1,8 @@
 // udp_sim, the real binary, against a fake login server that this test runs in a thread on
-// 127.0.0.1:0: a std::unordered_map store answering per docs/design.md §1 with the codec, plus faults on
-// demand (a wrong endpoint for some users, dropped first tries, amplified answers). Checks --verify
-// both ways, the JSON summary, retries with the same request_id, --observed, open-loop pacing,
-// exit statuses, and SIGINT.
+// 127.0.0.1:0: a std::unordered_map store answering per docs/design.md §1 with the codec, plus
+// faults on demand (a wrong endpoint for some users, dropped first tries, amplified answers).
+// Checks --verify both ways, the JSON summary, retries with the same request_id, --observed,
+// open-loop pacing, exit statuses, and SIGINT.
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
