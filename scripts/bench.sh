@@ -22,7 +22,9 @@
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
 # BENCH_STORM_SHARDS (default "1 2"), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
 # BENCH_AB_ROUNDS (hash A/B: default 3),
-# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_GUEST_HALT_POLL_NS
+# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_KEYS (e2e: "on"
+# by default, the cluster key on every link; "off on" runs each size without, then with it),
+# BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -209,12 +211,19 @@ bench_e2e() {
   stop_echo() { kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true; }
   # One hash server measures the path itself (UDP in, TCP to a hash server and back, UDP out);
   # three are the test topology, five processes on this machine's cores.
+  # The cluster key on (every link proves it, as deployed) and off (BENCH_E2E_KEYS="off on": both,
+  # one after the other for each cluster size, for the A/B of docs/performance.md).
+  (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/cluster.key")
+  local servers keyed
   for servers in ${BENCH_HASH_SERVERS:-1 3}; do
-    "$IMHASH_ROOT/scripts/cluster.sh" start --hash "$servers" --shards 1 --threads 1 >/dev/null
+  for keyed in ${BENCH_E2E_KEYS:-on}; do
+    local key_args=()
+    [[ $keyed == on ]] && key_args=(--cluster-key-file "$work/cluster.key")
+    "$IMHASH_ROOT/scripts/cluster.sh" start --hash "$servers" --shards 1 --threads 1 "${key_args[@]}" >/dev/null
     local target
     target=$(cat "$work/cluster/login.addr")
-    echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread: udp_sim (closed loop,"
-    echo "   window 64, 48-byte requests, one source socket) vs udp_limit, ${seconds}s each, $(nproc) cores"
+    echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread, cluster key $keyed: udp_sim"
+    echo "   (closed loop, window 64, 48-byte requests, one source socket) vs udp_limit, ${seconds}s each, $(nproc) cores"
     for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
       start_echo
       local limit
@@ -243,6 +252,7 @@ bench_e2e() {
     printf "imhash:                           %s\n" \
       "$("$sim" --target "$target" "${lat[@]}" 2>/dev/null | json_field "$fmt")"
     "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null
+  done
   done
 }
 

@@ -2,6 +2,7 @@
 # A local imhash cluster on loopback: hash servers and a login server from a table file.
 # Usage:
 #   scripts/cluster.sh start [--hash N] [--shards S] [--threads T] [--mode modulo|range|ring]
+#                            [--cluster-key-file FILE]   (every link proves the key: docs/security.md)
 #   scripts/cluster.sh status
 #   scripts/cluster.sh stop
 # State (pids, logs, table.json, addresses) lives in $IMHASH_RUN (default: run/cluster in the repo).
@@ -61,9 +62,10 @@ write_table() {
 }
 
 cmd_start() {
-  local hash=3 shards=1 threads=1 mode=ring
+  local hash=3 shards=1 threads=1 mode=ring key=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
+      --cluster-key-file) key=(--cluster-key-file "$2"); shift 2 ;;
       --hash) hash="$2"; shift 2 ;;
       --shards) shards="$2"; shift 2 ;;
       --threads) threads="$2"; shift 2 ;;
@@ -82,13 +84,13 @@ cmd_start() {
   local i
   for ((i = 1; i <= hash; i++)); do
     spawn "hash$i" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 --name "hash$i" \
-      --shards "$shards" --log-level warn
+      --shards "$shards" --log-level warn "${key[@]}"
   done
   write_table "$mode" "$shards" "$hash"
   # --rate-limit 0: load tests send every simulated user from 127.0.0.1.
   spawn login "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 --table "$run/table.json" \
     --rate-limit 0 \
-    --threads "$threads" --log-level warn
+    --threads "$threads" --log-level warn "${key[@]}"
   cmd_status
 }
 

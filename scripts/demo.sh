@@ -17,13 +17,16 @@ say "Building (first run: installs packages and compiles, a few minutes)"
 build_release
 
 say "Starting a config server, three hash servers and a login server on 127.0.0.1"
-start_config_server "$work" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range
+# One cluster key for every daemon: each internal link proves it both ways (docs/security.md §5).
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/cluster.key")
+KEY=(--cluster-key-file "$work/cluster.key")
+start_config_server "$work" --heartbeat-ms 250 --grace-ms 10000 --initial-mode range "${KEY[@]}"
 CONFIG=$CONFIG_ADDR ADMIN=$ADMIN_ADDR
-echo "config server: nodes dial $CONFIG, admin API on http://$ADMIN"
+echo "config server: nodes dial $CONFIG (proving the cluster key $work/cluster.key), admin API on http://$ADMIN"
 
 start_hash() {
   start_daemon "hash$1" "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
-    --name "hash$1" --shards 1 --config "$CONFIG"
+    --name "hash$1" --shards 1 --config "$CONFIG" "${KEY[@]}"
   echo "hash$1: $LISTEN_ADDR"
   wait_registered "$ADMIN" "hash$1" || true
 }
@@ -31,7 +34,7 @@ for i in 1 2 3; do start_hash "$i"; done
 imctl server add hash1 hash2 hash3
 # --rate-limit 0: the simulator sends all 50,000 users from one address, 127.0.0.1.
 start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 --rate-limit 0 \
-  --config "$CONFIG" --threads 1 --name login1
+  --config "$CONFIG" --threads 1 --name login1 "${KEY[@]}"
 LOGIN=$LISTEN_ADDR
 echo "login server: clients send UDP to $LOGIN"
 sleep 0.5
