@@ -17,13 +17,23 @@ boost::asio::ip::address canonical(const boost::asio::ip::address& a) {
 }
 }  // namespace
 
-ConnectionQuota::Ticket::~Ticket() {
+ConnectionQuota::Ticket& ConnectionQuota::Ticket::operator=(Ticket&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+    source_ = other.source_;
+  }
+  return *this;
+}
+
+void ConnectionQuota::Ticket::release() noexcept {
   if (!state_) return;
   const std::lock_guard lock(state_->mu);
   --state_->total;
   if (auto it = state_->per_source.find(source_); it != state_->per_source.end()) {
     if (--it->second == 0) state_->per_source.erase(it);
   }
+  state_.reset();
 }
 
 ConnectionQuota::ConnectionQuota(Limits limits)

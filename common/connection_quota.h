@@ -29,12 +29,13 @@ class ConnectionQuota {
    public:
     Ticket() = default;
     Ticket(Ticket&&) noexcept = default;
-    Ticket& operator=(Ticket&&) = delete;  // would drop the count it holds
-    ~Ticket();
+    Ticket& operator=(Ticket&& other) noexcept;  // gives back the count this one held
+    ~Ticket() { release(); }
 
    private:
     friend class ConnectionQuota;
     struct State;
+    void release() noexcept;
     Ticket(std::shared_ptr<State> state, boost::asio::ip::address source)
         : state_(std::move(state)), source_(source) {}
     std::shared_ptr<State> state_;

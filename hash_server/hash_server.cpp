@@ -22,6 +22,10 @@ namespace {
 // A peer that connects and does not complete its handshake is dropped after this long.
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 constexpr size_t kHandshakeBuffer = 4096;
+// Handshakes under way at once: in all, and from one IP address (a login server opens its links
+// one after the other per worker; a restart of many login servers behind one NAT address still
+// fits, as refused links are retried with back-off).
+constexpr ConnectionQuota::Limits kHandshakeLimits{.total = 1024, .per_source = 32};
 }  // namespace
 
 std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
@@ -37,6 +41,7 @@ HashServer::HashServer(HashServerConfig config)
     : config_(std::move(config)),
       acceptor_(ctx_),
       quota_(config_.connection_limits),
+      handshakes_(kHandshakeLimits),
       signals_(ctx_, SIGINT, SIGTERM),
       reload_signal_(ctx_, SIGHUP),
       sample_timer_(ctx_) {
@@ -299,20 +304,28 @@ asio::awaitable<void> HashServer::accept_loop() {
     boost::system::error_code peer_ec;
     const auto peer = socket.remote_endpoint(peer_ec);
     if (peer_ec) continue;  // already gone
+    // Two quotas: connections held (bound or not), and handshakes under way, the only state a peer
+    // without the key can hold (for at most kHandshakeTimeout): a few hosts that cannot prove the
+    // key cannot take the places of the login servers that can.
     ConnectionQuota::Refusal why{};
+    std::optional<ConnectionQuota::Ticket> handshaking;
     auto ticket = quota_.admit(peer.address(), why);
-    if (!ticket) {
+    if (ticket) handshaking = handshakes_.admit(peer.address(), why);
+    if (!ticket || !handshaking) {
+      const ConnectionQuota& full = ticket ? handshakes_ : quota_;
       ++(why == ConnectionQuota::Refusal::kTotal ? refused_total_cap_ : refused_source_cap_);
       // One line per second at most: a flood of connections must not become a flood of logs.
       if (const int64_t now = monotonic_ns() / 1'000'000'000; now != last_cap_log_s_) {
         last_cap_log_s_ = now;
-        spdlog::warn("hash port: refused a connection from {}: {} (cap {} per address, {} in all)",
-                     peer.address().to_string(), to_string(why), quota_.limits().per_source,
-                     quota_.limits().total);
+        spdlog::warn(
+            "hash port: refused a connection from {}: {} (cap {} {}per address, {} in all)",
+            peer.address().to_string(), to_string(why), full.limits().per_source,
+            ticket ? "handshakes " : "", full.limits().total);
       }
       continue;  // the socket closes here
     }
-    asio::co_spawn(ctx_, handshake(std::move(socket), std::move(*ticket)), asio::detached);
+    asio::co_spawn(ctx_, handshake(std::move(socket), std::move(*ticket), std::move(*handshaking)),
+                   asio::detached);
   }
 }
 
@@ -352,7 +365,8 @@ asio::awaitable<std::string> read_handshake_frame(asio::ip::tcp::socket& socket,
 
 }  // namespace
 
-asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota::Ticket ticket) {
+asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota::Ticket ticket,
+                                            ConnectionQuota::Ticket handshaking) {
   std::string peer = "?";
   boost::system::error_code peer_ec;
   if (const auto ep = socket.remote_endpoint(peer_ec); !peer_ec) {
@@ -463,6 +477,7 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
   spdlog::debug("{} ({}) bound to shard {}", q.name, peer, q.shard);
   // A client may pipeline requests right behind its handshake: the shard takes those bytes too.
   std::vector<uint8_t> leftover(in.data().begin(), in.data().end());
+  { const ConnectionQuota::Ticket done = std::move(handshaking); }  // bound: no longer handshaking
   const auto protocol = socket.local_endpoint().protocol();
   shards_[q.shard]->adopt(protocol, socket.release(), std::move(leftover), std::move(ticket));
 }

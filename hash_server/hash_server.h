@@ -52,7 +52,8 @@ class HashServer {
   boost::asio::awaitable<void> accept_loop();
   // HELLO (and, with a cluster key, the server's proof and the client's AUTH), then hands the
   // connection to its shard with its quota ticket.
-  boost::asio::awaitable<void> handshake(tcp::socket socket, ConnectionQuota::Ticket ticket);
+  boost::asio::awaitable<void> handshake(tcp::socket socket, ConnectionQuota::Ticket ticket,
+                                         ConnectionQuota::Ticket handshaking);
   void stop();
   // Installs a table (main thread): new handshakes report its version, shards judge ownership;
   // with --state-dir it is saved there too.
@@ -71,7 +72,8 @@ class HashServer {
   HashServerConfig config_;
   boost::asio::io_context ctx_{1};
   tcp::acceptor acceptor_;
-  ConnectionQuota quota_;
+  ConnectionQuota quota_;            // connections held
+  ConnectionQuota handshakes_;       // of those, the ones still in their handshake
   uint64_t auth_refused_ = 0;        // handshakes that did not prove the cluster key
   uint64_t refused_total_cap_ = 0;   // connections over --max-connections
   uint64_t refused_source_cap_ = 0;  // connections over --max-connections-per-source
