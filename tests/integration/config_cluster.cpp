@@ -42,6 +42,7 @@ void ConfigCluster::start_config() {
   if (!options_.admin_token_file.empty()) {
     args.insert(args.end(), {"--admin-token-file", options_.admin_token_file});
   }
+  args.insert(args.end(), options_.config_args.begin(), options_.config_args.end());
   config_ = std::make_unique<ChildProcess>(IMHASH_CONFIG_SERVER, args);
   const auto addrs = config_->wait_listening(options_.metrics ? 3 : 2);
   config_addr_ = addrs[0];

@@ -24,6 +24,7 @@ struct ConfigClusterOptions {
   std::string state_dir{};         // default: a fresh directory per test process
   bool metrics = false;            // --metrics 127.0.0.1:0 on every daemon
   std::string admin_token_file{};  // set: config_server --admin-token-file, imctl --token-file
+  std::vector<std::string> config_args{};  // more config_server flags
 };
 
 struct ImctlResult {
