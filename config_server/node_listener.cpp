@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "common/clock.h"
 #include "common/endpoint.h"
 #include "common/metrics.h"
 
@@ -34,38 +33,26 @@ void NodeListener::stop() {
   }
 }
 
+size_t NodeListener::open_links(const asio::ip::address* from) const {
+  return static_cast<size_t>(std::count_if(open_.begin(), open_.end(), [&](const auto& w) {
+    const auto s = w.lock();
+    return s && s->is_open() && (!from || s->peer_address() == *from);
+  }));
+}
+
 std::string NodeListener::over_cap(const asio::ip::address& peer) {
   std::erase_if(open_, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
-  if (open_.size() >= limits_.max_connections) {
+  if (open_links(nullptr) >= limits_.max_connections) {
     ++refused_total_;
     return "at most " + std::to_string(limits_.max_connections) +
            " node links may be open (--max-node-connections)";
   }
-  const auto from_peer = std::count_if(open_.begin(), open_.end(), [&](const auto& w) {
-    const auto s = w.lock();
-    return s && s->peer_address() == peer;
-  });
-  if (static_cast<size_t>(from_peer) >= limits_.max_per_source) {
+  if (open_links(&peer) >= limits_.max_per_source) {
     ++refused_per_source_;
     return "at most " + std::to_string(limits_.max_per_source) + " node links may come from " +
            peer.to_string() + " (--max-node-connections-per-source)";
   }
   return {};
-}
-
-void NodeListener::log_refusal(const std::string& peer, const std::string& why) {
-  const int64_t now = monotonic_ns();
-  if (last_refusal_log_ns_ != 0 && now - last_refusal_log_ns_ < 1'000'000'000) {
-    ++refusals_not_logged_;
-    return;
-  }
-  std::string more;
-  if (refusals_not_logged_ > 0) {
-    more = " (and " + std::to_string(refusals_not_logged_) + " more refused in the last second)";
-  }
-  spdlog::warn("node link from {} refused: {}; closed{}", peer, why, more);
-  last_refusal_log_ns_ = now;
-  refusals_not_logged_ = 0;
 }
 
 asio::awaitable<void> NodeListener::accept_loop() {
@@ -79,7 +66,9 @@ asio::awaitable<void> NodeListener::accept_loop() {
     auto session =
         std::make_shared<NodeSession>(std::move(socket), service_, limits_.link, counters_);
     if (std::string why = over_cap(session->peer_address()); !why.empty()) {
-      log_refusal(session->peer(), why);
+      if (std::string more; refusal_log_.allow(more)) {
+        spdlog::warn("node link from {} refused: {}; closed{}", session->peer(), why, more);
+      }
       session->close();
       continue;
     }
@@ -89,12 +78,8 @@ asio::awaitable<void> NodeListener::accept_loop() {
 }
 
 void NodeListener::append_metrics(MetricsText& m) const {
-  const auto open = std::count_if(open_.begin(), open_.end(), [](const auto& w) {
-    const auto s = w.lock();
-    return s && s->is_open();
-  });
   m.gauge("imhash_config_node_links_open", "node links open (registered or not)",
-          static_cast<double>(open));
+          static_cast<double>(open_links(nullptr)));
   const char* refused_help = "node connections closed at once: over a connection cap";
   m.counter("imhash_config_node_links_refused_total", refused_help,
             static_cast<double>(refused_total_), {{"cap", "total"}});

@@ -38,9 +38,10 @@ class NodeListener {
 
  private:
   boost::asio::awaitable<void> accept_loop();
+  // Links open now (not closing), from `from` if given.
+  size_t open_links(const boost::asio::ip::address* from) const;
   // Why `peer` may not have another link now ("" if it may).
   std::string over_cap(const boost::asio::ip::address& peer);
-  void log_refusal(const std::string& peer, const std::string& why);
 
   boost::asio::ip::tcp::acceptor acceptor_;
   ConfigService& service_;
@@ -50,8 +51,7 @@ class NodeListener {
   std::vector<std::weak_ptr<NodeSession>> open_;
   uint64_t refused_total_ = 0;
   uint64_t refused_per_source_ = 0;
-  int64_t last_refusal_log_ns_ = 0;
-  uint64_t refusals_not_logged_ = 0;
+  LogBudget refusal_log_;
 };
 
 }  // namespace imhash

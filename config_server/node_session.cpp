@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/endpoint.h"
 #include "config_server/config_service.h"
 
@@ -17,6 +18,19 @@ constexpr size_t kMaxQueued = 64 << 20;
 
 long long whole_ms(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
 }  // namespace
+
+bool LogBudget::allow(std::string& more) {
+  const int64_t now = monotonic_ns();
+  if (last_ns != 0 && now - last_ns < 1'000'000'000) {
+    ++skipped;
+    return false;
+  }
+  more = skipped == 0 ? std::string()
+                      : " (" + std::to_string(skipped) + " more like it in the last second)";
+  last_ns = now;
+  skipped = 0;
+  return true;
+}
 
 NodeSession::NodeSession(tcp::socket socket, ConfigService& service, const NodeLinkLimits& limits,
                          NodeLinkCounters& counters)
@@ -60,8 +74,10 @@ void NodeSession::on_timer() {
   if (closed_) return;
   if (key.empty()) {
     ++counters_.register_timeouts;
-    spdlog::warn("node link from {}: no registration within {} ms; closed", peer_,
-                 whole_ms(limits_.register_timeout));
+    if (std::string more; counters_.closes_log.allow(more)) {
+      spdlog::warn("node link from {}: no registration within {} ms; closed{}", peer_,
+                   whole_ms(limits_.register_timeout), more);
+    }
     close();
     return;
   }
@@ -71,8 +87,10 @@ void NodeSession::on_timer() {
     return;
   }
   ++counters_.idle_timeouts;
-  spdlog::warn("node {} ({}): nothing received for {} ms; closing its link", key, peer_,
-               whole_ms(limits_.idle_timeout));
+  if (std::string more; counters_.closes_log.allow(more)) {
+    spdlog::warn("node {} ({}): nothing received for {} ms; closing its link{}", key, peer_,
+                 whole_ms(limits_.idle_timeout), more);
+  }
   close();
 }
 
@@ -168,7 +186,9 @@ asio::awaitable<void> NodeSession::read_loop() {
     }
     if (st != control::DecodeStatus::kNeedMore && st != control::DecodeStatus::kOk) {
       ++counters_.bad_messages;
-      spdlog::warn("node link {}: bad message: {}; closing", peer_, error);
+      if (std::string more; counters_.closes_log.allow(more)) {
+        spdlog::warn("node link {}: bad message: {}; closing{}", peer_, error, more);
+      }
       break;
     }
     if (closed_) break;

@@ -34,11 +34,21 @@ struct NodeLinkLimits {
   uint32_t max_message = 1 << 20;
 };
 
-// Why links were closed by the config server's side, for /metrics.
+// At most one warn line a second for one kind of event, so that a flood of connections does not
+// flood the log; the next line says how many were left out.
+struct LogBudget {
+  int64_t last_ns = 0;
+  uint64_t skipped = 0;
+  // True if a line may be logged now; `more` is then "" or " (N more like it in the last second)".
+  bool allow(std::string& more);
+};
+
+// Why links were closed by the config server's side, for /metrics, and the log's budget for them.
 struct NodeLinkCounters {
   uint64_t register_timeouts = 0;
   uint64_t idle_timeouts = 0;
   uint64_t bad_messages = 0;  // malformed, or longer than the link's limit
+  LogBudget closes_log;
 };
 
 class NodeSession : public std::enable_shared_from_this<NodeSession> {

@@ -6,6 +6,7 @@
 // rules that hold whoever connects.
 #include <doctest/doctest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -233,6 +234,35 @@ TEST_CASE("hostile node port: an impostor under a live hash server's name is ref
   REQUIRE(c.imctl({"split", "1000"}).exit_code == 0);
   CHECK(c.wait_converged(c.version(), 3));
   every_lookup_served(udp, 300, true);
+}
+
+TEST_CASE("hostile node port: a second hash server under a live name waits, then takes over") {
+  ConfigCluster c;
+  c.start_config();
+  c.start_hash(1);
+  REQUIRE(c.imctl({"server", "add", "hash1"}).exit_code == 0);
+  const std::string log = "second_hash1." + std::to_string(getpid()) + ".log";
+  ChildProcess second(IMHASH_HASH_SERVER,
+                      {"--listen", "127.0.0.1:0", "--name", "hash1", "--shards", "1", "--config",
+                       c.config_address()},
+                      {.stderr_log = log});
+  const std::string second_address = second.wait_listening().at(0);
+  // Its registration is refused (the real ConfigLink logs why and retries with its back-off)...
+  const auto said = [&] {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(wait_until([&] { return said().find("held by a live hash server") != std::string::npos; }));
+  CHECK(text(node_status(c, "hash1"), "address") == c.hash_address(1));
+  // ...until the first one is gone: then it registers and gets the table.
+  c.kill_hash(1);
+  CHECK(wait_until([&] {
+    const json::object n = node_status(c, "hash1");
+    return text(n, "address") == second_address && n.at("connected").as_bool() &&
+           text(n, "state") == "up" && n.at("version").to_number<uint64_t>() == 1;
+  }));
+  CHECK(second.stop(SIGTERM) == 0);
+  std::filesystem::remove(log);
 }
 
 TEST_CASE(
