@@ -449,12 +449,14 @@ std::string ConfigService::metrics_text() const {
             static_cast<double>(refused_name_held_));
   if (convergence_.reached_ms) {
     m.gauge("imhash_config_convergence_seconds",
-            "time the last table version took to reach every node that is up",
+            "time the last table version took to reach every node that is up and not lagging",
             static_cast<double>(*convergence_.reached_ms) / 1000.0);
   }
-  m.gauge("imhash_config_converged",
-          "1 when every node that is up runs the current table version (imctl status: converged)",
-          converged() ? 1 : 0);
+  m.gauge(
+      "imhash_config_converged",
+      "1 when every node that is up and not lagging runs the current table version (imctl status: "
+      "converged)",
+      converged() ? 1 : 0);
   m.gauge("imhash_config_pending_purge", "1 while an automatic purge waits for its grace period",
           pending_purge_ ? 1 : 0);
   return m.str();

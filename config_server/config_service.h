@@ -131,7 +131,7 @@ class ConfigService final : public AdminBackend {
   void maybe_auto_purge();
   void failover(Node& node);
   boost::json::object node_json(const Node& n) const;
-  // Every node that is up runs the current version (imctl status: converged).
+  // Every node that is up and not LAGGING runs the current version (imctl status: converged).
   bool converged() const;
   Node* find(const std::string& role, const std::string& name);
   bool was_ever_member(const std::string& name) const;

@@ -152,4 +152,20 @@ uint64_t ConfigCluster::gets_served() {
   return total;
 }
 
+size_t ConfigCluster::held(int i, uint64_t lo, uint64_t hi) {
+  size_t found = 0;
+  for (int shard = 0; shard < options_.shards; ++shard) {
+    FrameClient fc(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard));
+    std::vector<frame::Request> gets;
+    for (uint64_t id = lo; id <= hi; ++id) {
+      gets.push_back(frame::Request{.type = frame::FrameType::kGet,
+                                    .flags = frame::kFlagAnyOwner,
+                                    .correlation = static_cast<uint32_t>(id),
+                                    .id = id});
+    }
+    for (const auto& r : fc.call(gets)) found += r.r.status == frame::FrameStatus::kOk;
+  }
+  return found;
+}
+
 }  // namespace imhash::test

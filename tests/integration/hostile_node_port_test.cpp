@@ -26,7 +26,6 @@
 #include "common/table_json.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/config_cluster.h"
-#include "tests/integration/frame_client.h"
 #include "tests/integration/http_get.h"
 #include "tests/integration/loopback.h"
 #include "tests/integration/udp_client.h"
@@ -162,19 +161,19 @@ double config_metric(ConfigCluster& c, const std::string& name, const std::strin
   return metric(scrape(c.config_metrics()), name, label);
 }
 
-// Counts the ids in [lo, hi] that `hash` (1 shard) holds, whoever owns them now.
-size_t held(ConfigCluster& c, int hash, uint64_t lo, uint64_t hi) {
-  FrameClient fc(port_of(c.hash_address(hash)), 0);
-  std::vector<frame::Request> gets;
-  for (uint64_t id = lo; id <= hi; ++id) {
-    gets.push_back(frame::Request{.type = frame::FrameType::kGet,
-                                  .flags = frame::kFlagAnyOwner,
-                                  .correlation = static_cast<uint32_t>(id),
-                                  .id = id});
+// Starts the config server, hash1..hashN in the table, and login1; returns login1's UDP port once
+// every node runs version 1.
+uint16_t start_cluster(ConfigCluster& c, int hash_servers) {
+  c.start_config();
+  std::vector<std::string> add = {"server", "add"};
+  for (int i = 1; i <= hash_servers; ++i) {
+    c.start_hash(i);
+    add.push_back("hash" + std::to_string(i));
   }
-  size_t found = 0;
-  for (const auto& r : fc.call(gets)) found += r.r.status == frame::FrameStatus::kOk;
-  return found;
+  REQUIRE(c.imctl(add).exit_code == 0);
+  const uint16_t udp = c.start_login(1);
+  REQUIRE(c.wait_converged(1, hash_servers + 1));
+  return udp;
 }
 
 // Logs users 1..n in through the login server and checks that every one is looked up.
@@ -197,12 +196,7 @@ void every_lookup_served(uint16_t udp, uint64_t n, bool log_in) {
 
 TEST_CASE("hostile node port: an impostor under a live hash server's name is refused") {
   ConfigCluster c(ConfigClusterOptions{.metrics = true});
-  c.start_config();
-  c.start_hash(1);
-  c.start_hash(2);
-  REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);
-  const uint16_t udp = c.start_login(1);
-  REQUIRE(c.wait_converged(1, 3));
+  const uint16_t udp = start_cluster(c, 2);
   every_lookup_served(udp, 300, true);
   const json::object before = node_status(c, "hash1");
 
@@ -269,12 +263,7 @@ TEST_CASE(
     "hostile node port: an ack of 2^64-1 is rejected and a login node stuck at version 0 does "
     "not block the automatic purge") {
   ConfigCluster c(ConfigClusterOptions{.metrics = true});
-  c.start_config();
-  c.start_hash(1);
-  c.start_hash(2);
-  REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);
-  const uint16_t udp = c.start_login(1);
-  REQUIRE(c.wait_converged(1, 3));
+  const uint16_t udp = start_cluster(c, 2);
 
   // A fake login server: registers at version 0, acks a version never pushed, and then heartbeats
   // "version 0" forever without installing anything.
@@ -323,7 +312,7 @@ TEST_CASE(
   });
   CHECK(purged);
   // hash1 no longer holds the ids it gave away.
-  CHECK(wait_until([&] { return held(c, 1, 1, 200) == 0; }));
+  CHECK(wait_until([&] { return c.held(1, 1, 200) == 0; }));
   f = node_status(c, "fake1");
   CHECK(f.at("version").to_number<uint64_t>() == 0);
   CHECK(text(f, "state") == "lagging");
@@ -336,11 +325,7 @@ TEST_CASE("hostile node port: connections over the per-source cap are closed at 
   constexpr int kCap = 6;
   ConfigCluster c(ConfigClusterOptions{
       .metrics = true, .config_args = {"--max-node-connections-per-source", std::to_string(kCap)}});
-  c.start_config();
-  c.start_hash(1);
-  REQUIRE(c.imctl({"server", "add", "hash1"}).exit_code == 0);
-  const uint16_t udp = c.start_login(1);
-  REQUIRE(c.wait_converged(1, 2));
+  const uint16_t udp = start_cluster(c, 1);
   // hash1 and login1 hold two of the links loopback may open; silent ones take the rest.
   std::vector<std::unique_ptr<RawNode>> held;
   for (int i = 0; i < kCap - 2; ++i) held.push_back(std::make_unique<RawNode>(c.config_address()));
@@ -361,11 +346,7 @@ TEST_CASE("hostile node port: connections over the per-source cap are closed at 
 
 TEST_CASE("hostile node port: silent links and oversize length prefixes are closed") {
   ConfigCluster c(ConfigClusterOptions{.metrics = true});
-  c.start_config();
-  c.start_hash(1);
-  REQUIRE(c.imctl({"server", "add", "hash1"}).exit_code == 0);
-  const uint16_t udp = c.start_login(1);
-  REQUIRE(c.wait_converged(1, 2));
+  const uint16_t udp = start_cluster(c, 1);
 
   // Never registers: closed by the registration timeout.
   RawNode silent(c.config_address());
