@@ -76,8 +76,9 @@ int config_server_main(int argc, char** argv) {
   NodeListenerLimits node_limits;
   node_limits.max_connections = opts.get<uint32_t>("max-node-connections");
   node_limits.max_per_source = opts.get<uint32_t>("max-node-connections-per-source");
-  if (node_limits.max_connections == 0)
+  if (node_limits.max_connections == 0) {
     throw UsageError("--max-node-connections must be at least 1");
+  }
   if (node_limits.max_per_source == 0) {
     throw UsageError("--max-node-connections-per-source must be at least 1");
   }
