@@ -1,5 +1,6 @@
 #include "common/control_protocol.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <exception>
@@ -246,13 +247,15 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
 void append_message(const Message& m, std::vector<uint8_t>& out) { std::visit(Encoder{out}, m); }
 
 DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
-                          std::string& error) {
+                          std::string& error, uint32_t max_size) {
   consumed = 0;
+  error.clear();  // the JSON readers below take a non-empty `error` for a failure already found
   if (in.size() < kLengthPrefixSize) return DecodeStatus::kNeedMore;
   const uint32_t length = bytes::get_u32(in.data());
-  if (length > kMaxMessageSize) {
-    error = "message of " + std::to_string(length) + " bytes; at most " +
-            std::to_string(kMaxMessageSize) + " are allowed";
+  const uint32_t limit = std::min(max_size, kMaxMessageSize);
+  if (length > limit) {
+    error = "message of " + std::to_string(length) + " bytes; at most " + std::to_string(limit) +
+            " are allowed";
     return DecodeStatus::kTooLarge;
   }
   if (in.size() - kLengthPrefixSize < length) return DecodeStatus::kNeedMore;

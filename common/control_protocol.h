@@ -146,7 +146,7 @@ using Message = std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, Tab
 enum class DecodeStatus : uint8_t {
   kOk,
   kNeedMore,    // the input ends inside a frame: read more bytes (not an error)
-  kTooLarge,    // the length prefix is above kMaxMessageSize
+  kTooLarge,    // the length prefix is above kMaxMessageSize (or the receiver's lower limit)
   kBadJson,     // the body is not one well-formed UTF-8 JSON document
   kBadMessage,  // valid JSON but not a valid message: not an object, unknown type, a member
                 // missing or of the wrong type, an invalid table
@@ -158,22 +158,26 @@ enum class DecodeStatus : uint8_t {
 void append_message(const Message& m, std::vector<uint8_t>& out);
 
 // Decodes the first frame of `in`. kOk: `out` holds the message and `consumed` is the frame's size.
-// kNeedMore, kTooLarge: `consumed` is 0. kBadJson, kBadMessage: `consumed` is the frame's size (the
-// framing is intact, so a lenient reader could skip it) and `error` says what is wrong. `error` is
-// set for every status but kOk and kNeedMore. Never throws (even out of memory is a kBadMessage).
+// A length prefix above `max_size` (at most kMaxMessageSize; a receiver that expects only small
+// messages passes its own, lower limit) is kTooLarge. kNeedMore, kTooLarge: `consumed` is 0.
+// kBadJson, kBadMessage: `consumed` is the frame's size (the framing is intact, so a lenient reader
+// could skip it) and `error` says what is wrong. `error` is set for every status but kOk and
+// kNeedMore. Never throws (even out of memory is a kBadMessage).
 DecodeStatus next_message(std::span<const uint8_t> in, Message& out, size_t& consumed,
-                          std::string& error);
+                          std::string& error, uint32_t max_size = kMaxMessageSize);
 
 // Hands each complete message at the front of `in` to `on_message(Message&)` and consumes it,
 // until `on_message` returns false or no complete message is left; a message whose length prefix
-// has arrived gets room in `in` (up to kMaxMessageSize). Returns kNeedMore when the buffer is
-// exhausted (read more), kOk when `on_message` stopped, and otherwise the error, with `error` set.
+// has arrived gets room in `in` (up to `max_size`, as for next_message). Returns kNeedMore when the
+// buffer is exhausted (read more), kOk when `on_message` stopped, and otherwise the error, with
+// `error` set.
 template <typename OnMessage>
-DecodeStatus drain_messages(StreamBuffer& in, std::string& error, OnMessage&& on_message) {
+DecodeStatus drain_messages(StreamBuffer& in, std::string& error, OnMessage&& on_message,
+                            uint32_t max_size = kMaxMessageSize) {
   for (;;) {
     Message m;
     size_t used = 0;
-    const DecodeStatus st = next_message(in.data(), m, used, error);
+    const DecodeStatus st = next_message(in.data(), m, used, error, max_size);
     if (st == DecodeStatus::kNeedMore) {
       if (in.data().size() >= kLengthPrefixSize) {
         in.expect(kLengthPrefixSize + bytes::get_u32(in.data().data()));

@@ -93,9 +93,24 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       session.send_last(control::Refused{std::move(why)});
       return;
     }
+    if (!session.key.empty() && session.key != key) {
+      spdlog::warn("node link {}: registered as {}, now as {}; closing", session.peer(),
+                   session.key, key);
+      session.close();
+      return;
+    }
+    if (std::string why = name_held(key, session); !why.empty()) {
+      // The live holder keeps its link; the newcomer tries again after its back-off, and takes
+      // the name over once the holder's link has closed or it is DOWN.
+      ++refused_name_held_;
+      spdlog::warn("{} from {}: registration refused: {}", key, session.peer(), why);
+      session.send_last(control::Refused{std::move(why)});
+      return;
+    }
     Node& n = nodes_[key];
     if (n.session && n.session != &session) {
-      spdlog::warn("{} registered again from {}: dropping its older link", key, session.peer());
+      spdlog::warn("{} registered again from {}: dropping its older link ({}, {})", key,
+                   session.peer(), n.session->peer(), n.up ? "closed" : "DOWN");
       n.session->key.clear();
       n.session->close();
     }
@@ -105,7 +120,11 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     n.address = reg->address;
     n.shards = reg->shards;
     n.pid = reg->pid;
-    n.version = reg->version;
+    // The version it runs now (lower after a restart from an older saved table), unless it is
+    // above the latest pushed. A LAGGING node stays LAGGING through a new registration: a node
+    // that reconnects again and again does not restart the window.
+    n.version = 0;
+    take_version(n, session, kFromRegister, reg->version);
     n.last_heard_ns = now;
     n.up = true;
     n.session = &session;
@@ -122,7 +141,9 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       n.rejoin_purge = true;
       send_purge(n, PurgeAction::kAll, 0);
     }
-    if (router_ && n.version < router_->version()) push(n);
+    // A node that says it runs a newer version than any pushed gets no push (nodes ignore older
+    // tables); it shows at version 0, lagging once the DOWN window has passed.
+    if (router_ && reg->version < router_->version()) push(n);
     return;
   }
 
@@ -137,7 +158,9 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
   if (!n.up) spdlog::info("{} is up again", session.key);
   n.up = true;
   if (const auto* hb = std::get_if<control::Heartbeat>(&m)) {
-    n.version = std::max(n.version, hb->version);
+    // A version above the latest pushed is not trusted for convergence; a lower one does not
+    // lower what the node acknowledged (heartbeats and acks may cross).
+    take_version(n, session, kFromHeartbeat, hb->version);
     n.stats = hb->stats;
     update_rate(n, now);
     // A node behind the current version missed a push (or asks for the table after a MOVED):
@@ -147,8 +170,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       push(n);
     }
   } else if (const auto* ack = std::get_if<control::Ack>(&m)) {
-    n.version = std::max(n.version, ack->version);
-    check_convergence();
+    if (take_version(n, session, kFromAck, ack->version)) check_convergence();
   } else if (const auto* rep = std::get_if<control::PurgeReport>(&m)) {
     n.purges = rep->shards;
     if (n.rejoin_purge) {
@@ -161,6 +183,48 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       }
     }
   }
+}
+
+std::string ConfigService::name_held(const std::string& key, const NodeSession& session) const {
+  const auto it = nodes_.find(key);
+  if (it == nodes_.end()) return {};
+  const Node& held = it->second;
+  if (!held.session || held.session == &session || !held.session->is_open() || !held.up) {
+    return {};  // free: no link, or one that closed or is DOWN (the heartbeat rule)
+  }
+  return "the name " + held.name + " is held by a live " + held.role + " server connected from " +
+         held.session->peer() + "; a second connection cannot take it over (stop that server, or " +
+         "give this one another --name)";
+}
+
+int64_t ConfigService::down_after_ns() const {
+  return std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
+}
+
+bool ConfigService::take_version(Node& n, const NodeSession& session, VersionSource from,
+                                 uint64_t version) {
+  // Every push carries the current version, so nothing above it can have been installed.
+  const uint64_t latest = router_ ? router_->version() : 0;
+  if (version > latest) {
+    ++rejected_versions_[from];
+    const int64_t now = monotonic_ns();
+    if (now - n.last_rejected_log_ns >= 1'000'000'000) {
+      n.last_rejected_log_ns = now;
+      spdlog::warn(
+          "{} ({}): {} of version {} rejected: the latest version pushed is {}; it stays "
+          "at version {}",
+          session.key.empty() ? n.role + "/" + n.name : session.key, session.peer(),
+          kSourceNames[from], version, latest, n.version);
+    }
+    return false;
+  }
+  n.version = std::max(n.version, version);
+  if (n.version >= latest) {
+    n.behind_since_ns = 0;
+    if (n.lagging) spdlog::info("{}/{} caught up: version {}", n.role, n.name, n.version);
+    n.lagging = false;
+  }
+  return true;
 }
 
 void ConfigService::update_rate(Node& n, int64_t now) {
@@ -194,14 +258,34 @@ void ConfigService::on_disconnect(NodeSession& session) {
   spdlog::info("{} disconnected", session.key);
 }
 
+namespace {
+
+std::vector<uint8_t> encode_push(const Table& table, const Table* previous, uint64_t grace_ms) {
+  control::TablePush p;
+  p.table = table;
+  if (previous) p.previous = *previous;
+  p.grace_ms = grace_ms;
+  std::vector<uint8_t> framed;
+  control::append_message(p, framed);
+  return framed;
+}
+
+}  // namespace
+
+const std::vector<uint8_t>& ConfigService::encoded_push() {
+  if (push_bytes_version_ != router_->version()) {
+    push_bytes_ = encode_push(router_->table(), store_.at_version(router_->version() - 1),
+                              static_cast<uint64_t>(settings_.grace.count()));
+    push_bytes_version_ = router_->version();
+  }
+  return push_bytes_;
+}
+
 void ConfigService::push(Node& n) {
   if (!n.session || !router_) return;
-  control::TablePush p;
-  p.table = router_->table();
-  if (const Table* prev = store_.at_version(router_->version() - 1)) p.previous = *prev;
-  p.grace_ms = static_cast<uint32_t>(settings_.grace.count());
-  n.session->send(p);
+  n.session->send_encoded(encoded_push());
   n.last_push_ns = monotonic_ns();
+  if (n.version < router_->version() && n.behind_since_ns == 0) n.behind_since_ns = n.last_push_ns;
 }
 
 void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
@@ -212,13 +296,24 @@ void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds
 
 void ConfigService::tick() {
   const int64_t now = monotonic_ns();
-  const int64_t down_after =
-      std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
+  const int64_t down_after = down_after_ns();
   for (auto& [key, n] : nodes_) {
     if (n.up && now - n.last_heard_ns > down_after) {
       n.up = false;
       spdlog::warn("{} is DOWN: {} heartbeats missed", key, settings_.missed_heartbeats_down);
       if (n.role == "hash" && settings_.failover_auto) failover(n);
+    }
+    // LAGGING: up, but the latest version was pushed to it (or it was seen behind) a DOWN window
+    // ago and it has not acknowledged it. It heartbeats, so it is not DOWN; but a node that never
+    // installs the table (or says version 0 forever) must not hold up the automatic purge.
+    if (!router_ || !n.up || n.version >= router_->version()) continue;
+    if (n.behind_since_ns == 0) n.behind_since_ns = now;
+    if (!n.lagging && now - n.behind_since_ns > down_after) {
+      n.lagging = true;
+      spdlog::warn(
+          "{} is LAGGING: version {} not acknowledged within {} ms (it runs {}); "
+          "convergence and the automatic purge no longer wait for it",
+          key, router_->version(), down_after / 1'000'000, n.version);
     }
   }
   check_convergence();
@@ -239,7 +334,7 @@ void ConfigService::failover(Node& n) {
 void ConfigService::check_convergence() {
   if (!router_ || convergence_.reached_ms || convergence_.version != router_->version()) return;
   for (const auto& [key, n] : nodes_) {
-    if (n.up && n.version < convergence_.version) return;
+    if (waited_for(n) && n.version < convergence_.version) return;
   }
   convergence_.reached_ms = static_cast<double>(monotonic_ns() - convergence_.started_ns) / 1e6;
   spdlog::info("version {} reached every node in {:.1f} ms", convergence_.version,
@@ -251,9 +346,14 @@ void ConfigService::maybe_auto_purge() {
   if (pending_purge_->version != router_->version()) return;
   if (monotonic_ns() < pending_purge_->not_before_ns) return;
   // Old copies become garbage only once no login server can still read them: every login server
-  // and hash server that is up runs the new version.
+  // and hash server that is up runs the new version. The rule has two exceptions, both from the
+  // heartbeat rule: a DOWN node (missed_heartbeats_down intervals without a heartbeat) is not
+  // waited for, nor is a LAGGING one (up, but the new version was pushed to it a DOWN window ago
+  // and it has not acknowledged it: a login server stuck, or one that says version 0 forever
+  // would otherwise hold the purge back for good). The grace period is far longer than that
+  // window, so a healthy node always acknowledges in time.
   for (const auto& [key, n] : nodes_) {
-    if (n.up && n.version < pending_purge_->version) return;
+    if (waited_for(n) && n.version < pending_purge_->version) return;
   }
   for (const std::string& name : pending_purge_->servers) {
     if (Node* n = find("hash", name); n && n->up) send_purge(*n, PurgeAction::kNotOwned, 0);
@@ -266,11 +366,26 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   Table t = std::move(*next.table);
   t.version = store_.version() + 1;
   std::optional<Table> previous = store_.current();
+  // Every node gets the new table and the one before it in one control message: one that does
+  // not fit would be refused by every node, so the change is refused before it is written.
+  std::vector<uint8_t> framed = encode_push(t, previous ? &*previous : nullptr,
+                                            static_cast<uint64_t>(settings_.grace.count()));
+  if (framed.size() - control::kLengthPrefixSize > control::kMaxMessageSize) {
+    const std::string why = "the new table cannot be pushed: with the table before it, it takes " +
+                            std::to_string(framed.size() - control::kLengthPrefixSize) +
+                            " bytes, above the control message limit of " +
+                            std::to_string(control::kMaxMessageSize) +
+                            " bytes; nothing was changed (fewer ranges or servers make it smaller)";
+    spdlog::error("{}: refused: {}", change, why);
+    return AdminResult::error(413, why);
+  }
   if (auto err = store_.commit(t, change); !err.empty()) {
     spdlog::error("cannot persist version {}: {}", t.version, err);
     return AdminResult::error(503, "cannot persist the new table: " + err);
   }
   router_ = Router::compile(t);
+  push_bytes_ = std::move(framed);
+  push_bytes_version_ = t.version;
   spdlog::info("version {}: {}", t.version, change);
   convergence_ = Convergence{t.version, monotonic_ns(), std::nullopt};
   if (previous && settings_.auto_purge) {
@@ -297,14 +412,18 @@ std::string ConfigService::metrics_text() const {
   m.counter("imhash_config_auth_refused_total",
             "node links refused because the node did not prove the cluster key",
             static_cast<double>(auth_refused_));
-  int up[2] = {0, 0}, down[2] = {0, 0};
+  int up[2] = {0, 0}, down[2] = {0, 0}, lagging[2] = {0, 0};
   for (const auto& [key, n] : nodes_) {
     const int role = n.role == "hash" ? 0 : 1;
-    (n.up ? up : down)[role] += 1;
+    (!n.up ? down : n.lagging ? lagging : up)[role] += 1;
     const MetricsText::Labels who{{"role", n.role}, {"name", n.name}};
     m.gauge("imhash_config_node_version", "table version each node acknowledged",
             static_cast<double>(n.version), who);
     m.gauge("imhash_config_node_up", "1 while the node heartbeats", n.up ? 1 : 0, who);
+    m.gauge("imhash_config_node_lagging",
+            "1 while the node heartbeats but has not acknowledged the current version within the "
+            "DOWN window after its push",
+            n.up && n.lagging ? 1 : 0, who);
     if (const auto* r = n.stats.if_contains("records"); r && r->is_number()) {
       m.gauge("imhash_config_node_records", "records a hash server holds (from its heartbeat)",
               r->to_number<double>(), who);
@@ -316,15 +435,31 @@ std::string ConfigService::metrics_text() const {
             {{"role", name}, {"state", "up"}});
     m.gauge("imhash_config_nodes", "nodes by role and state", down[role],
             {{"role", name}, {"state", "down"}});
+    m.gauge("imhash_config_nodes", "nodes by role and state", lagging[role],
+            {{"role", name}, {"state", "lagging"}});
   }
+  m.counter("imhash_config_rejected_acks_total",
+            "acks of a version above the latest pushed: rejected, not applied",
+            static_cast<double>(rejected_versions_[kFromAck]));
+  for (const VersionSource from : {kFromRegister, kFromHeartbeat}) {
+    m.counter("imhash_config_rejected_versions_total",
+              "registers and heartbeats naming a version above the latest pushed: not trusted for "
+              "convergence",
+              static_cast<double>(rejected_versions_[from]), {{"message", kSourceNames[from]}});
+  }
+  m.counter("imhash_config_registrations_refused_total",
+            "registrations refused because a live link holds the name",
+            static_cast<double>(refused_name_held_));
   if (convergence_.reached_ms) {
     m.gauge("imhash_config_convergence_seconds",
-            "time the last table version took to reach every node that is up",
+            "time the last table version took to reach every node that is up and not lagging",
             static_cast<double>(*convergence_.reached_ms) / 1000.0);
   }
-  m.gauge("imhash_config_converged",
-          "1 when every node that is up runs the current table version (imctl status: converged)",
-          converged() ? 1 : 0);
+  m.gauge(
+      "imhash_config_converged",
+      "1 when every node that is up and not lagging runs the current table version (imctl status: "
+      "converged)",
+      converged() ? 1 : 0);
   m.gauge("imhash_config_pending_purge", "1 while an automatic purge waits for its grace period",
           pending_purge_ ? 1 : 0);
   return m.str();
@@ -338,7 +473,9 @@ json::object ConfigService::node_json(const Node& n) const {
   json::object o{{"role", n.role},
                  {"name", n.name},
                  {"address", n.address},
-                 {"state", n.up ? "up" : "down"},
+                 {"state", !n.up       ? "down"
+                           : n.lagging ? "lagging"
+                                       : "up"},
                  {"connected", n.session != nullptr},
                  {"version", n.version},
                  {"last_heartbeat_ms", static_cast<int64_t>(heard_ms)},
@@ -356,7 +493,7 @@ json::object ConfigService::node_json(const Node& n) const {
 bool ConfigService::converged() const {
   if (!router_) return false;
   return std::none_of(nodes_.begin(), nodes_.end(), [&](const auto& entry) {
-    return entry.second.up && entry.second.version < router_->version();
+    return waited_for(entry.second) && entry.second.version < router_->version();
   });
 }
 

@@ -5,6 +5,14 @@
 // runs the new version and the grace period has passed, on demand through the admin API, and "purge
 // all" to a hash server that comes back after it was removed from the table.
 //
+// What a node says is not taken on trust (docs/security.md, "config server node port"): a name
+// held by a live link is not handed to a second connection; a version above the latest the config
+// server pushed (in a register, heartbeat or ack) is rejected and counted; a node that has not
+// acknowledged the latest version within the DOWN window (missed_heartbeats_down intervals) after
+// it was pushed is LAGGING, shown as such, and no longer holds up convergence or the automatic
+// purge. A table change whose push would not fit in one control message is refused before it is
+// written.
+//
 // Not thread-safe: everything runs on the config server's main io_context thread (checked in debug
 // builds).
 #pragma once
@@ -82,7 +90,11 @@ class ConfigService final : public AdminBackend {
     int64_t last_heard_ns = 0;
     int64_t last_push_ns = 0;
     bool up = false;
-    bool rejoin_purge = false;  // purging everything after it came back removed
+    // Behind the current version since (0: it runs it); LAGGING once that lasts the DOWN window.
+    int64_t behind_since_ns = 0;
+    bool lagging = false;
+    int64_t last_rejected_log_ns = 0;  // versions above the latest pushed: logged once a second
+    bool rejoin_purge = false;         // purging everything after it came back removed
     boost::json::object stats;
     // Requests per second, from the request counters of two successive heartbeats.
     double requests_per_s = 0;
@@ -105,13 +117,25 @@ class ConfigService final : public AdminBackend {
   // Validates, writes durably, pushes. `next` has the current version; the new one is +1.
   AdminResult apply(TableResult next, const std::string& change);
   void push(Node& node);
+  // The current table's push, framed once for every node.
+  const std::vector<uint8_t>& encoded_push();
+  // A register, heartbeat or ack names `version`: records it unless it is above the latest
+  // version pushed (then it is rejected, logged and counted; false).
+  enum VersionSource : uint8_t { kFromRegister, kFromHeartbeat, kFromAck };
+  static constexpr const char* kSourceNames[3] = {"register", "heartbeat", "ack"};
+  bool take_version(Node& n, const NodeSession& session, VersionSource from, uint64_t version);
+  // Every node that is up and not lagging: the ones convergence and the automatic purge wait for.
+  static bool waited_for(const Node& n) { return n.up && !n.lagging; }
+  int64_t down_after_ns() const;
+  // The registration is refused because `key` is held by a live link ("" if it may go ahead).
+  std::string name_held(const std::string& key, const NodeSession& session) const;
   void send_purge(Node& node, frame::PurgeAction action, uint32_t age_seconds);
   void tick();
   void check_convergence();
   void maybe_auto_purge();
   void failover(Node& node);
   boost::json::object node_json(const Node& n) const;
-  // Every node that is up runs the current version (imctl status: converged).
+  // Every node that is up and not LAGGING runs the current version (imctl status: converged).
   bool converged() const;
   Node* find(const std::string& role, const std::string& name);
   bool was_ever_member(const std::string& name) const;
@@ -126,6 +150,10 @@ class ConfigService final : public AdminBackend {
   std::shared_ptr<const Router> router_;
   Convergence convergence_;
   std::optional<PendingPurge> pending_purge_;
+  std::vector<uint8_t> push_bytes_;  // encoded_push()
+  uint64_t push_bytes_version_ = 0;
+  uint64_t refused_name_held_ = 0;
+  uint64_t rejected_versions_[3] = {0, 0, 0};  // by VersionSource
   uint64_t auth_refused_ = 0;  // node links that did not prove the cluster key
 };
 

@@ -13,7 +13,7 @@
 #include "config_server/admin_guard.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
-#include "config_server/node_session.h"
+#include "config_server/node_listener.h"
 #include "config_server/state_store.h"
 
 namespace {
@@ -21,26 +21,6 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using namespace imhash;
-
-// Every node link accepted and still open, registered or not: SIGTERM closes them all, so a
-// connection that never registered cannot keep the config server from exiting.
-using OpenSessions = std::vector<std::weak_ptr<NodeSession>>;
-
-asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& service,
-                                   OpenSessions& open) {
-  for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
-    if (!acceptor.is_open()) co_return;
-    if (ec) {
-      spdlog::warn("node accept: {}", ec.message());
-      continue;
-    }
-    auto session = std::make_shared<NodeSession>(std::move(socket), service);
-    session->start();
-    std::erase_if(open, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
-    open.push_back(session);
-  }
-}
 
 int config_server_main(int argc, char** argv) {
   namespace po = boost::program_options;
@@ -68,6 +48,12 @@ int config_server_main(int argc, char** argv) {
       "auto-purge", po::value<std::string>()->default_value("on"),
       "on: purge ids old owners no longer own once every node runs the new version and the grace "
       "period passed; off: only on demand (imctl purge)")(
+      "max-node-connections", po::value<uint32_t>()->default_value(1024),
+      "node links (--listen) open at once, registered or not; a connection beyond it is closed at "
+      "once (and counted in /metrics)")(
+      "max-node-connections-per-source", po::value<uint32_t>()->default_value(64),
+      "node links open at once from one IP address (all of loopback is one source); a connection "
+      "beyond it is closed at once")(
       "metrics", po::value<std::string>(),
       "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a third "
       "'listening on' line")("initial-mode", po::value<std::string>()->default_value("ring"),
@@ -89,6 +75,19 @@ int config_server_main(int argc, char** argv) {
   if (!mode) throw UsageError("--initial-mode must be modulo, range or ring");
   settings.initial_mode = *mode;
   const auto listen = parse_host_port(opts.get<std::string>("listen"), "--listen");
+  NodeListenerLimits node_limits;
+  node_limits.max_connections = opts.get<uint32_t>("max-node-connections");
+  node_limits.max_per_source = opts.get<uint32_t>("max-node-connections-per-source");
+  if (node_limits.max_connections == 0) {
+    throw UsageError("--max-node-connections must be at least 1");
+  }
+  if (node_limits.max_per_source == 0) {
+    throw UsageError("--max-node-connections-per-source must be at least 1");
+  }
+  // A registered node heartbeats every interval: one silent for twice the DOWN window (and at
+  // least 3 s, so a slow machine is not cut off) is gone, and its link is closed.
+  node_limits.link.idle_timeout = std::max<std::chrono::milliseconds>(
+      2 * settings.missed_heartbeats_down * settings.heartbeat, std::chrono::seconds(3));
   const auto admin = parse_host_port(opts.get<std::string>("admin"), "--admin");
   const ClusterKey cluster = ClusterKey::from(opts);
   cluster.check_listener(listen.host, "--listen");
@@ -102,11 +101,7 @@ int config_server_main(int argc, char** argv) {
 
   tcp::resolver resolver(ctx);
   const auto at = resolver.resolve(listen.host, std::to_string(listen.port)).begin()->endpoint();
-  tcp::acceptor acceptor(ctx);
-  acceptor.open(at.protocol());
-  acceptor.set_option(tcp::acceptor::reuse_address(true));
-  acceptor.bind(at);
-  acceptor.listen();
+  NodeListener nodes(ctx, at, service, node_limits);
   AdminAccess access;
   if (opts.has("admin-token-file")) {
     access.token = load_admin_token_file(opts.get<std::string>("admin-token-file"));
@@ -122,34 +117,32 @@ int config_server_main(int argc, char** argv) {
   AdminHttpServer admin_server(ctx, service, admin.host, admin.port, {}, std::move(access));
 
   std::unique_ptr<MetricsServer> metrics;
-  OpenSessions open_sessions;
   asio::signal_set signals(ctx, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: stopping", sig);
-    boost::system::error_code ignored;
-    acceptor.close(ignored);
+    nodes.stop();  // every link, registered or not
     admin_server.stop();
     service.stop();
-    for (const auto& w : open_sessions) {
-      if (auto s = w.lock()) s->close();
-    }
     if (metrics) metrics->stop();
   });
   service.start();
   admin_server.start();
-  asio::co_spawn(ctx, accept_nodes(acceptor, service, open_sessions), asio::detached);
+  nodes.start();
 
   spdlog::info("config server: state in {} (version {}), heartbeat {} ms, grace {} ms, failover {}",
                store.path(), store.version(), settings.heartbeat.count(), settings.grace.count(),
                failover);
-  const tcp::endpoint bound = acceptor.local_endpoint();
+  const tcp::endpoint bound = nodes.local_endpoint();
   announce_listening(format_host_port(bound.address().to_string(), bound.port()));
   announce_listening(admin_server.local_address());
   if (opts.has("metrics")) {
     const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
-    metrics = std::make_unique<MetricsServer>(ctx, m.host, m.port,
-                                              [&service] { return service.metrics_text(); });
+    metrics = std::make_unique<MetricsServer>(ctx, m.host, m.port, [&service, &nodes] {
+      MetricsText links;
+      nodes.append_metrics(links);
+      return service.metrics_text() + links.str();
+    });
     metrics->start();
     announce_listening(metrics->local_address());
   }

@@ -2,48 +2,103 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/endpoint.h"
 #include "config_server/config_service.h"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
 namespace imhash {
 
 namespace {
 // A node that sends more than this unanswered is cut off: bounded memory per link.
 constexpr size_t kMaxQueued = 64 << 20;
+
+long long whole_ms(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
 }  // namespace
 
-NodeSession::NodeSession(tcp::socket socket, ConfigService& service)
+bool LogBudget::allow(std::string& more) {
+  const int64_t now = monotonic_ns();
+  if (last_ns != 0 && now - last_ns < 1'000'000'000) {
+    ++skipped;
+    return false;
+  }
+  more = skipped == 0 ? std::string()
+                      : " (" + std::to_string(skipped) + " more like it in the last second)";
+  last_ns = now;
+  skipped = 0;
+  return true;
+}
+
+NodeSession::NodeSession(tcp::socket socket, ConfigService& service, const NodeLinkLimits& limits,
+                         NodeLinkCounters& counters)
     : socket_(std::move(socket)),
       service_(service),
-      register_timer_(socket_.get_executor()),
+      limits_(limits),
+      counters_(counters),
+      timer_(socket_.get_executor()),
       auth_(service.cluster_key()) {
   boost::system::error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
-  if (!ec) peer_ = format_host_port(ep.address().to_string(), ep.port());
+  if (!ec) {
+    peer_address_ = ep.address();
+    if (peer_address_.is_v6() && peer_address_.to_v6().is_v4_mapped()) {
+      peer_address_ = asio::ip::make_address_v4(asio::ip::v4_mapped, peer_address_.to_v6());
+    }
+    peer_ = format_host_port(ep.address().to_string(), ep.port());
+  }
   socket_.set_option(tcp::no_delay(true), ec);
 }
 
 void NodeSession::start() {
+  last_read_ = Clock::now();
   asio::co_spawn(
       socket_.get_executor(), [self = shared_from_this()] { return self->read_loop(); },
       asio::detached);
-  register_timer_.expires_after(kRegisterTimeout);
-  register_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+  arm_timer(limits_.register_timeout);
+}
+
+void NodeSession::arm_timer(Clock::duration after) {
+  timer_.expires_after(after);
+  timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
     auto self = weak.lock();
-    if (ec || !self || self->closed_ || !self->key.empty()) return;
-    spdlog::warn("node link from {}: no registration within {} s; closed", self->peer_,
-                 kRegisterTimeout.count());
-    self->close();
+    if (!ec && self) self->on_timer();
   });
+}
+
+// At the registration deadline, then whenever the link may have gone idle: a registered node sends
+// a heartbeat every interval, so one that sends nothing for idle_timeout is gone (and DOWN by the
+// heartbeat rule already); closing frees its descriptor and buffers.
+void NodeSession::on_timer() {
+  if (closed_) return;
+  if (key.empty()) {
+    ++counters_.register_timeouts;
+    if (std::string more; counters_.closes_log.allow(more)) {
+      spdlog::warn("node link from {}: no registration within {} ms; closed{}", peer_,
+                   whole_ms(limits_.register_timeout), more);
+    }
+    close();
+    return;
+  }
+  const auto quiet = Clock::now() - last_read_;
+  if (quiet < limits_.idle_timeout) {
+    arm_timer(limits_.idle_timeout - quiet);
+    return;
+  }
+  ++counters_.idle_timeouts;
+  if (std::string more; counters_.closes_log.allow(more)) {
+    spdlog::warn("node {} ({}): nothing received for {} ms; closing its link{}", key, peer_,
+                 whole_ms(limits_.idle_timeout), more);
+  }
+  close();
 }
 
 void NodeSession::close() {
   if (closed_) return;
   closed_ = true;
-  register_timer_.cancel();
+  timer_.cancel();
   boost::system::error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);
@@ -52,6 +107,16 @@ void NodeSession::close() {
 void NodeSession::send(const control::Message& m) {
   if (closed_) return;
   control::append_message(m, queued_);
+  queued();
+}
+
+void NodeSession::send_encoded(std::span<const uint8_t> framed) {
+  if (closed_) return;
+  queued_.insert(queued_.end(), framed.begin(), framed.end());
+  queued();
+}
+
+void NodeSession::queued() {
   if (queued_.size() > kMaxQueued) {
     spdlog::warn("node {} ({}) is not reading; closing its link", key, peer_);
     close();
@@ -88,37 +153,57 @@ void NodeSession::write_next() {
 }
 
 asio::awaitable<void> NodeSession::read_loop() {
-  // Messages are small but a node may send a large stats heartbeat: the buffer grows for one
-  // message up to the protocol's limit, and shrinks back once it is consumed.
-  StreamBuffer in(64 * 1024, control::kLengthPrefixSize + control::kMaxMessageSize);
+  // Messages are small, but a heartbeat's stats may run to some KiB: the buffer is allocated at the
+  // first read, grows for one message up to the link's limit, and shrinks back once it is consumed.
+  StreamBuffer in(limits_.initial_buffer, control::kLengthPrefixSize + limits_.max_message);
   for (;;) {
     const auto space = in.space();
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(space.data(), space.size()),
                                                     asio::as_tuple(asio::use_awaitable));
     if (ec) break;
+    last_read_ = Clock::now();
     in.commit(n);
     std::string error;
-    const auto st = control::drain_messages(in, error, [&](const control::Message& m) {
-      if (close_when_written_) return false;  // refused: the rest is not read
-      std::optional<control::Message> reply;
-      std::string why;
-      switch (auth_.on_message(m, reply, why)) {
-        case NodeAuth::Verdict::kReply:
-          if (reply) send(*reply);
-          return !closed_;
-        case NodeAuth::Verdict::kRefuse:
-          spdlog::warn("node link from {}: refused: {}", peer_, why);
-          service_.note_auth_refused();
-          send_last(control::Refused{why});
-          return false;
-        case NodeAuth::Verdict::kPass:
-          break;
+    // An unregistered link may send a register and nothing larger; the rest of what arrived with
+    // the register is decoded under the registered link's limit.
+    const auto limit = [&] {
+      return key.empty() ? limits_.max_unregistered_message : limits_.max_message;
+    };
+    control::DecodeStatus st;
+    for (;;) {
+      const uint32_t max_size = limit();
+      st = control::drain_messages(
+          in, error,
+          [&](const control::Message& m) {
+            if (close_when_written_) return false;  // refused: the rest is not read
+            std::optional<control::Message> reply;
+            std::string why;
+            switch (auth_.on_message(m, reply, why)) {
+              case NodeAuth::Verdict::kReply:
+                if (reply) send(*reply);
+                return !closed_;
+              case NodeAuth::Verdict::kRefuse:
+                spdlog::warn("node link from {}: refused: {}", peer_, why);
+                service_.note_auth_refused();
+                send_last(control::Refused{why});
+                return false;
+              case NodeAuth::Verdict::kPass:
+                break;
+            }
+            service_.on_message(*this, m);
+            return !closed_ && !close_when_written_ && limit() == max_size;
+          },
+          max_size);
+      if (st != control::DecodeStatus::kOk || closed_ || close_when_written_ ||
+          limit() == max_size) {
+        break;
       }
-      service_.on_message(*this, m);
-      return !closed_ && !close_when_written_;
-    });
+    }
     if (st != control::DecodeStatus::kNeedMore && st != control::DecodeStatus::kOk) {
-      spdlog::warn("node link {}: bad message: {}; closing", peer_, error);
+      ++counters_.bad_messages;
+      if (std::string more; counters_.closes_log.allow(more)) {
+        spdlog::warn("node link {}: bad message: {}; closing{}", peer_, error, more);
+      }
       break;
     }
     if (closed_) break;

@@ -54,6 +54,7 @@ void ConfigCluster::start_config() {
     args.insert(args.end(), {"--admin-token-file", options_.admin_token_file});
   }
   add_cluster_key(args);
+  args.insert(args.end(), options_.config_args.begin(), options_.config_args.end());
   config_ = std::make_unique<ChildProcess>(IMHASH_CONFIG_SERVER, args);
   const auto addrs = config_->wait_listening(options_.metrics ? 3 : 2);
   config_addr_ = addrs[0];
@@ -185,6 +186,22 @@ uint64_t ConfigCluster::gets_served() {
     }
   }
   return total;
+}
+
+size_t ConfigCluster::held(int i, uint64_t lo, uint64_t hi) {
+  size_t found = 0;
+  for (int shard = 0; shard < options_.shards; ++shard) {
+    FrameClient fc(port_of(hash_addr_.at(i)), static_cast<uint16_t>(shard));
+    std::vector<frame::Request> gets;
+    for (uint64_t id = lo; id <= hi; ++id) {
+      gets.push_back(frame::Request{.type = frame::FrameType::kGet,
+                                    .flags = frame::kFlagAnyOwner,
+                                    .correlation = static_cast<uint32_t>(id),
+                                    .id = id});
+    }
+    for (const auto& r : fc.call(gets)) found += r.r.status == frame::FrameStatus::kOk;
+  }
+  return found;
 }
 
 }  // namespace imhash::test

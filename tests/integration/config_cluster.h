@@ -25,6 +25,7 @@ struct ConfigClusterOptions {
   bool metrics = false;            // --metrics 127.0.0.1:0 on every daemon
   std::string admin_token_file{};  // set: config_server --admin-token-file, imctl --token-file
   std::string cluster_key_file{};  // set: --cluster-key-file on every daemon
+  std::vector<std::string> config_args{};  // more config_server flags
 };
 
 struct ImctlResult {
@@ -60,6 +61,9 @@ class ConfigCluster {
   // GETs (LOOKUPs) the running hash servers have served, over all their shards (asked over the
   // frame protocol): how far a load has got, for a test that waits for it.
   uint64_t gets_served();
+  // How many of the ids in [lo, hi] hash server `i` holds, whoever owns them now (GET with
+  // kFlagAnyOwner on each of its shards): what a purge left.
+  size_t held(int i, uint64_t lo, uint64_t hi);
 
   const std::string& config_address() const { return config_addr_; }
   const std::string& admin_address() const { return admin_addr_; }

@@ -34,21 +34,6 @@ uint64_t field(const json::object& o, std::string_view path1, std::string_view p
   return path2.empty() ? v.to_number<uint64_t>() : v.as_object().at(path2).to_number<uint64_t>();
 }
 
-// Counts the ids in [lo, hi] that `hash` (1 shard) still holds, asking it directly.
-size_t held(ConfigCluster& c, int hash, uint64_t lo, uint64_t hi) {
-  FrameClient fc(port_of(c.hash_address(hash)), 0);
-  std::vector<frame::Request> gets;
-  for (uint64_t id = lo; id <= hi; ++id) {
-    gets.push_back(frame::Request{.type = frame::FrameType::kGet,
-                                  .flags = frame::kFlagAnyOwner,
-                                  .correlation = static_cast<uint32_t>(id),
-                                  .id = id});
-  }
-  size_t found = 0;
-  for (const auto& r : fc.call(gets)) found += r.r.status == frame::FrameStatus::kOk;
-  return found;
-}
-
 }  // namespace
 
 TEST_CASE("config_server: ranges move and a server joins under load, no lookup is lost") {
@@ -68,7 +53,7 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
                    {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "6000", "--duration",
                     "6", "--window", "32", "--verify", "--json", "--log-level", "warn"});
   // The moves come once the load has given hash1 state to move: a thousand users logged in.
-  CHECK(wait_until([&] { return held(c, 1, 1, 6000) >= 1000; }, kPatience, kPollInterval));
+  CHECK(wait_until([&] { return c.held(1, 1, 6000) >= 1000; }, kPatience, kPollInterval));
   CHECK(c.imctl({"assign", "1-3000", "hash2"}).exit_code == 0);  // version 2
   CHECK(c.wait_converged(2, 4));
   c.start_hash(4);
@@ -88,10 +73,10 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
 
   // Every node runs the last version; the old owner's copies are purged after the grace period.
   CHECK(c.wait_converged(4, 5));
-  CHECK(wait_until([&] { return held(c, 1, 1, 4500) == 0; }, kPatience, kPollInterval));
-  CHECK(held(c, 1, 4501, 6000) > 0);  // what it still owns stays
-  CHECK(held(c, 2, 1, 3000) > 0);
-  CHECK(held(c, 4, 3001, 4500) > 0);
+  CHECK(wait_until([&] { return c.held(1, 1, 4500) == 0; }, kPatience, kPollInterval));
+  CHECK(c.held(1, 4501, 6000) > 0);  // what it still owns stays
+  CHECK(c.held(2, 1, 3000) > 0);
+  CHECK(c.held(4, 3001, 4500) > 0);
 }
 
 TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its state") {
@@ -111,7 +96,7 @@ TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its
   // runs on without a config server until every user has logged in and 5,000 lookups have been
   // served (counted from here: held() itself sends GETs), however long that takes here; SIGINT
   // ends it and it prints its summary.
-  CHECK(wait_until([&] { return held(c, 3, 1, 5000) >= 1000; }, kPatience, kPollInterval));
+  CHECK(wait_until([&] { return c.held(3, 1, 5000) >= 1000; }, kPatience, kPollInterval));
   c.kill_config();
   const uint64_t gets_before = c.gets_served();
   CHECK(
@@ -188,8 +173,8 @@ TEST_CASE("config_server: a login server that missed a push gets MOVED and catch
   ping = client.call(UdpClient::make(client::Op::kPing, 0));
   REQUIRE(ping);
   CHECK(ping->table_version == 2u);
-  CHECK(held(c, 2, 7, 7) == 1);
-  CHECK(held(c, 1, 7, 7) == 0);
+  CHECK(c.held(2, 7, 7) == 1);
+  CHECK(c.held(1, 7, 7) == 0);
 }
 
 TEST_CASE("config_server: login servers started without --name register under distinct names") {

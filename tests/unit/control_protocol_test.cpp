@@ -233,6 +233,47 @@ TEST_CASE("control_protocol: oversized frames are refused from the length prefix
   CHECK(d.consumed == 0);
 }
 
+TEST_CASE("control_protocol: a receiver's lower limit refuses longer frames from the prefix") {
+  constexpr uint32_t kLimit = 64 * 1024;
+  Message m;
+  size_t used = 99;
+  std::string error;
+  const std::vector<uint8_t> over = {0x00, 0x01, 0x00, 0x01, '{'};  // 64 KiB + 1
+  CHECK(next_message(over, m, used, error, kLimit) == DecodeStatus::kTooLarge);
+  CHECK(used == 0);
+  CHECK(error.find("65537") != std::string::npos);
+  CHECK(error.find("65536") != std::string::npos);
+  const std::vector<uint8_t> at = {0x00, 0x01, 0x00, 0x00, '{'};  // exactly the limit
+  CHECK(next_message(at, m, used, error, kLimit) == DecodeStatus::kNeedMore);
+  // A limit above the protocol's is the protocol's.
+  const std::vector<uint8_t> huge = {0x01, 0x00, 0x00, 0x01};
+  CHECK(next_message(huge, m, used, error, 0xffffffffu) == DecodeStatus::kTooLarge);
+
+  // drain_messages (with `error` still holding the last one: it is cleared, not taken for a new
+  // failure): whole messages under the limit go through; a longer prefix stops the stream
+  // before its body is buffered, and the buffer does not grow for it.
+  StreamBuffer in(4096, 4 + kLimit);
+  std::vector<uint8_t> bytes;
+  append_message(Ack{7}, bytes);
+  bytes.insert(bytes.end(), over.begin(), over.end());
+  const auto space = in.space();
+  std::memcpy(space.data(), bytes.data(), bytes.size());
+  in.commit(bytes.size());
+  std::vector<Message> got;
+  const DecodeStatus st = drain_messages(
+      in, error,
+      [&](const Message& x) {
+        got.push_back(x);
+        return true;
+      },
+      kLimit);
+  CHECK(st == DecodeStatus::kTooLarge);
+  CHECK(error.find("65537") != std::string::npos);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == Message(Ack{7}));
+  CHECK(in.capacity() == 4096);
+}
+
 TEST_CASE("control_protocol: a message at the size limit decodes") {
   const std::string head = R"({"type":"ack","version":1,"pad":")", tail = "\"}";
   const std::string json =

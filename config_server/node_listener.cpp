@@ -1,0 +1,99 @@
+#include "config_server/node_listener.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/endpoint.h"
+#include "common/metrics.h"
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace imhash {
+
+NodeListener::NodeListener(asio::io_context& ctx, const tcp::endpoint& at, ConfigService& service,
+                           NodeListenerLimits limits)
+    : acceptor_(ctx), service_(service), limits_(limits) {
+  acceptor_.open(at.protocol());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true));
+  acceptor_.bind(at);
+  acceptor_.listen();
+}
+
+void NodeListener::start() {
+  asio::co_spawn(acceptor_.get_executor(), accept_loop(), asio::detached);
+}
+
+void NodeListener::stop() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for (const auto& w : open_) {
+    if (auto s = w.lock()) s->close();
+  }
+}
+
+size_t NodeListener::open_links(const asio::ip::address* from) const {
+  return static_cast<size_t>(std::count_if(open_.begin(), open_.end(), [&](const auto& w) {
+    const auto s = w.lock();
+    return s && s->is_open() && (!from || s->peer_address() == *from);
+  }));
+}
+
+std::string NodeListener::over_cap(const asio::ip::address& peer) {
+  std::erase_if(open_, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
+  if (open_links(nullptr) >= limits_.max_connections) {
+    ++refused_total_;
+    return "at most " + std::to_string(limits_.max_connections) +
+           " node links may be open (--max-node-connections)";
+  }
+  if (open_links(&peer) >= limits_.max_per_source) {
+    ++refused_per_source_;
+    return "at most " + std::to_string(limits_.max_per_source) + " node links may come from " +
+           peer.to_string() + " (--max-node-connections-per-source)";
+  }
+  return {};
+}
+
+asio::awaitable<void> NodeListener::accept_loop() {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
+    if (!acceptor_.is_open()) co_return;
+    if (ec) {
+      spdlog::warn("node accept: {}", ec.message());
+      continue;
+    }
+    auto session =
+        std::make_shared<NodeSession>(std::move(socket), service_, limits_.link, counters_);
+    if (std::string why = over_cap(session->peer_address()); !why.empty()) {
+      if (std::string more; refusal_log_.allow(more)) {
+        spdlog::warn("node link from {} refused: {}; closed{}", session->peer(), why, more);
+      }
+      session->close();
+      continue;
+    }
+    session->start();
+    open_.push_back(session);
+  }
+}
+
+void NodeListener::append_metrics(MetricsText& m) const {
+  m.gauge("imhash_config_node_links_open", "node links open (registered or not)",
+          static_cast<double>(open_links(nullptr)));
+  const char* refused_help = "node connections closed at once: over a connection cap";
+  m.counter("imhash_config_node_links_refused_total", refused_help,
+            static_cast<double>(refused_total_), {{"cap", "total"}});
+  m.counter("imhash_config_node_links_refused_total", refused_help,
+            static_cast<double>(refused_per_source_), {{"cap", "per_source"}});
+  const char* closed_help =
+      "node links the config server closed: no register in time, idle, a "
+      "malformed or oversize message";
+  m.counter("imhash_config_node_links_closed_total", closed_help,
+            static_cast<double>(counters_.register_timeouts), {{"reason", "register_timeout"}});
+  m.counter("imhash_config_node_links_closed_total", closed_help,
+            static_cast<double>(counters_.idle_timeouts), {{"reason", "idle"}});
+  m.counter("imhash_config_node_links_closed_total", closed_help,
+            static_cast<double>(counters_.bad_messages), {{"reason", "bad_message"}});
+}
+
+}  // namespace imhash
