@@ -154,7 +154,7 @@ class ConfigService final : public AdminBackend {
   uint64_t push_bytes_version_ = 0;
   uint64_t refused_name_held_ = 0;
   uint64_t rejected_versions_[3] = {0, 0, 0};  // by VersionSource
-  uint64_t auth_refused_ = 0;  // node links that did not prove the cluster key
+  uint64_t auth_refused_ = 0;                  // node links that did not prove the cluster key
 };
 
 }  // namespace imhash
