@@ -50,8 +50,9 @@ void run_until(asio::io_context& ctx, const std::function<bool()>& done,
 
 }  // namespace
 
-// login-HOST-PORT: unique per host and UDP port, so two login servers never knock each other's
-// config link off by registering under one name. Characters outside the name rule become '-'.
+// login-HOST-PORT: unique per host and UDP port, so two login servers never register under one
+// name (the config server would refuse the second while the first is up). Characters outside the
+// name rule become '-'.
 std::string default_login_name(uint16_t port) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
