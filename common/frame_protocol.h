@@ -63,6 +63,7 @@ enum FrameFlag : uint8_t {
                          // during a range move)
   kFlagIfAbsent = 0x02,  // UPSERT: store only if the id has no record (read repair)
   kFlagAuth = 0x04,      // HELLO (request and OK response): carries the cluster-key handshake
+  kFlagTls = 0x08,  // HELLO (request and OK response): TLS starts once the handshake is answered
 };
 
 // Who dials a hash port (HELLO with kFlagAuth carries it, and the proofs bind it).
@@ -143,7 +144,7 @@ struct Request {
 struct Response {
   FrameType type = FrameType::kPing;
   FrameStatus status = FrameStatus::kOk;
-  uint8_t flags = 0;  // kFlagAuth on a HELLO OK that carries the server's half of the handshake
+  uint8_t flags = 0;  // HELLO OK: kFlagAuth (the server's half of the handshake), kFlagTls
   uint32_t correlation = 0;
   uint64_t table_version = 0;
   Endpoint endpoint{};            // GET OK

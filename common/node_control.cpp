@@ -23,6 +23,7 @@ void NodeControl::add_options(Options& opts, const std::string& config_help,
                         "HOST:PORT to serve Prometheus metrics on (GET /metrics); printed as a "
                         "second 'listening on' line");
   ClusterKey::add_options(opts);
+  TlsOptions::add_options(opts);
 }
 
 NodeControl::Endpoints NodeControl::endpoints(const Options& opts) {
@@ -52,6 +53,7 @@ NodeControl::Endpoints NodeControl::endpoints(const Options& opts) {
     e.metrics_port = m.port;
   }
   e.cluster_key = ClusterKey::from(opts);
+  e.tls = TlsOptions::from(opts);
   return e;
 }
 

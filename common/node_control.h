@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "common/options.h"
 #include "common/thread_check.h"
+#include "common/tls_options.h"
 
 namespace imhash {
 
@@ -31,6 +32,7 @@ class NodeControl {
     uint16_t advertise_port = 0;  // 0: the bound port
     std::string state_dir;        // --state-dir; empty: no saved table
     ClusterKey cluster_key;       // --cluster-key-file, --insecure (common/cluster_key.h)
+    TlsOptions tls;               // --tls-cert, --tls-key, --tls-ca (common/tls_options.h)
 
     bool has_config_server() const { return !config_address.empty(); }
     // What to register, given the address the daemon bound: --advertise with its port 0 filled
@@ -39,8 +41,8 @@ class NodeControl {
   };
 
   // Declares --config (with the daemon's own help text; it takes a list, see ConfigAddresses),
-  // --advertise (with the daemon's help text), --state-dir, --metrics, --cluster-key-file and
-  // --insecure.
+  // --advertise (with the daemon's help text), --state-dir, --metrics, --cluster-key-file,
+  // --insecure, --tls-cert, --tls-key and --tls-ca.
   static void add_options(Options& opts, const std::string& config_help,
                           const std::string& advertise_help);
   // Reads them; throws UsageError for a malformed address or an unspecified --advertise (0.0.0.0,

@@ -46,8 +46,8 @@ HashServer::HashServer(HashServerConfig config)
       reload_signal_(ctx_, SIGHUP),
       sample_timer_(ctx_) {
   for (uint32_t i = 0; i < config_.shards; ++i) {
-    shards_.push_back(
-        std::make_unique<Shard>(i, config_.shards, config_.name, config_.idle_timeout));
+    shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name, config_.idle_timeout,
+                                              config_.control.tls.context));
     ShardSnapshot empty;
     empty.shard = i;
     snapshots_.push_back(empty);
@@ -164,6 +164,9 @@ void HashServer::render_metrics(MetricsText& m) const {
   m.counter("imhash_hash_auth_refused_total",
             "handshakes refused because the peer did not prove the cluster key",
             static_cast<double>(auth_refused_));
+  m.counter("imhash_hash_tls_refused_total",
+            "handshakes refused because one side wanted TLS and the other did not",
+            static_cast<double>(tls_refused_));
   m.counter("imhash_hash_connections_refused_total",
             "connections closed at accept: over --max-connections (total) or "
             "--max-connections-per-source (source)",
@@ -189,6 +192,12 @@ void HashServer::render_metrics(MetricsText& m) const {
     op("upsert", s.counters.upserts);
     op("get", s.counters.gets);
     op("delete", s.counters.deletes);
+    m.gauge("imhash_hash_tls_connections", "login server links bound to the shard over TLS",
+            static_cast<double>(s.tls_connections), shard);
+    m.counter("imhash_hash_tls_handshake_failures_total",
+              "TLS handshakes that failed (no certificate, one another CA signed, not TLS 1.3) "
+              "or timed out",
+              static_cast<double>(s.counters.tls_failures), shard);
     m.counter("imhash_hash_moved_total", "requests answered MOVED (sender's table was older)",
               static_cast<double>(s.counters.moved), shard);
     m.counter("imhash_hash_bad_frames_total", "connections closed for malformed frames",
@@ -396,7 +405,9 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
              .table_version = table_version_};
   const bool ok = hello.header.type == FrameType::kHello &&
                   decode_request(hello.header, hello.body, q) == DecodeStatus::kOk;
+  const bool tls = config_.control.tls.enabled();
   std::string refusal;
+  bool tls_refusal = false;  // refused because one side wants TLS and the other does not
   if (!ok) {
     r.status = FrameStatus::kBadRequest;
     refusal = "not a valid HELLO";
@@ -409,6 +420,17 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
   } else if (config_.control.cluster_key.enabled() && !(q.flags & kFlagAuth)) {
     r.status = FrameStatus::kUnauthorized;
     refusal = "no cluster-key proof offered (is its --cluster-key-file set?)";
+  } else if (tls && !(q.flags & kFlagTls)) {
+    // Fail closed both ways: a peer never falls back to plain TCP where TLS is configured.
+    r.status = FrameStatus::kUnauthorized;
+    tls_refusal = true;
+    refusal =
+        "no TLS asked for, and this server runs TLS on its links (--tls-cert, --tls-key, "
+        "--tls-ca on the peer?)";
+  } else if (!tls && (q.flags & kFlagTls)) {
+    r.status = FrameStatus::kUnsupported;
+    tls_refusal = true;
+    refusal = "TLS asked for, and this server has no --tls-cert, --tls-key, --tls-ca";
   }
   link_auth::Transcript transcript{.link = "hash",
                                    .client_role = to_string(q.role),
@@ -418,6 +440,7 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
     r.protocol_version = kProtocolVersion;
     r.shard_count = static_cast<uint16_t>(config_.shards);
     r.name = config_.name;
+    if (tls) r.flags = kFlagTls;
   }
   std::array<uint8_t, kHelloAuthResponseSize> answer{};
   if (r.status == FrameStatus::kOk && config_.control.cluster_key.enabled()) {
@@ -433,11 +456,15 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
     }
     std::copy(nonce->begin(), nonce->end(), answer.begin());
     std::copy(proof->begin(), proof->end(), answer.begin() + link_auth::kNonceSize);
-    r.flags = kFlagAuth;
+    r.flags |= kFlagAuth;
     r.auth = std::string_view(reinterpret_cast<const char*>(answer.data()), answer.size());
   }
   if (!refusal.empty()) {
-    if (r.status == FrameStatus::kUnauthorized) ++auth_refused_;
+    if (tls_refusal) {
+      ++tls_refused_;
+    } else if (r.status == FrameStatus::kUnauthorized) {
+      ++auth_refused_;
+    }
     spdlog::warn("hash port: refused {} ({}): {}", peer,
                  q.name.empty() ? std::string("unnamed") : std::string(q.name), refusal);
     co_await send(r);
@@ -476,6 +503,14 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
   }
   spdlog::debug("{} ({}) bound to shard {}", q.name, peer, q.shard);
   // A client may pipeline requests right behind its handshake: the shard takes those bytes too.
+  // Not with TLS: its client hello comes only after our answer, so bytes already here are plain
+  // text where only TLS may be.
+  if (tls && !in.empty()) {
+    ++tls_refused_;
+    spdlog::warn("hash port: refused {} ({}): bytes pipelined behind a TLS handshake", peer,
+                 q.name);
+    co_return;
+  }
   std::vector<uint8_t> leftover(in.data().begin(), in.data().end());
   { const ConnectionQuota::Ticket done = std::move(handshaking); }  // bound: no longer handshaking
   const auto protocol = socket.local_endpoint().protocol();

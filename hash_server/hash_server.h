@@ -75,6 +75,7 @@ class HashServer {
   ConnectionQuota quota_;            // connections held
   ConnectionQuota handshakes_;       // of those, the ones still in their handshake
   uint64_t auth_refused_ = 0;        // handshakes that did not prove the cluster key
+  uint64_t tls_refused_ = 0;         // handshakes where one side wanted TLS, the other not
   uint64_t refused_total_cap_ = 0;   // connections over --max-connections
   uint64_t refused_source_cap_ = 0;  // connections over --max-connections-per-source
   int64_t last_cap_log_s_ = 0;

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ssl.hpp>
 #include <cassert>
 #include <cstring>
 #include <ctime>
@@ -10,6 +12,7 @@
 #include "common/shard_map.h"
 
 namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
 
 namespace imhash {
 
@@ -31,11 +34,12 @@ uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
 }  // namespace
 
 Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name,
-             std::chrono::seconds idle_timeout)
+             std::chrono::seconds idle_timeout, std::shared_ptr<asio::ssl::context> tls)
     : index_(index),
       shard_count_(shard_count),
       server_name_(std::move(server_name)),
       idle_timeout_(idle_timeout),
+      tls_(std::move(tls)),
       work_(ctx_.get_executor()) {}
 
 void Shard::start() {
@@ -57,6 +61,11 @@ void Shard::adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handl
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
     tcp::socket socket(ctx_, protocol, fd);
     if (stopping_) return;  // the socket closes as it goes out of scope
+    if (tls_) {
+      // The acceptor refused bytes pipelined behind a TLS handshake: `leftover` is empty.
+      asio::co_spawn(ctx_, serve_tls(std::move(socket), std::move(ticket)), asio::detached);
+      return;
+    }
     asio::co_spawn(ctx_, serve(std::move(socket), std::move(leftover), std::move(ticket)),
                    asio::detached);
   });
@@ -119,10 +128,37 @@ void Shard::stop() {
   });
 }
 
-asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> leftover,
+asio::awaitable<void> Shard::serve_tls(tcp::socket socket, ConnectionQuota::Ticket ticket) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  boost::system::error_code ignored;
+  std::string peer = "?";
+  if (auto ep = socket.remote_endpoint(ignored); !ignored) {
+    peer = format_host_port(ep.address().to_string(), ep.port());
+  }
+  asio::ssl::stream<tcp::socket> stream(std::move(socket), *tls_);
+  asio::steady_timer deadline(ctx_, kTlsHandshakeTimeout);
+  auto done = co_await (
+      stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable)) ||
+      deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+  const boost::system::error_code ec =
+      done.index() == 0 ? std::get<0>(std::get<0>(done)) : asio::error::timed_out;
+  if (ec) {
+    ++counters_.tls_failures;
+    spdlog::warn("shard {}: TLS handshake with {} failed: {}", index_, peer, ec.message());
+    co_return;
+  }
+  if (stopping_) co_return;
+  ++tls_connections_;
+  co_await serve(std::move(stream), {}, std::move(ticket));
+  --tls_connections_;
+}
+
+template <typename Stream>
+asio::awaitable<void> Shard::serve(Stream stream, std::vector<uint8_t> leftover,
                                    ConnectionQuota::Ticket ticket) {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
   const ConnectionQuota::Ticket held = std::move(ticket);  // released as serve() ends
+  auto& socket = stream.lowest_layer();
   Connection conn{&socket, unix_now()};
   connections_.insert(&conn);
   boost::system::error_code ignored;
@@ -164,14 +200,14 @@ asio::awaitable<void> Shard::serve(tcp::socket socket, std::vector<uint8_t> left
                    malformed ? "malformed request body" : to_string(st));
     }
     if (!out.empty()) {
-      auto [ec, n] = co_await asio::async_write(socket, asio::buffer(out),
+      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(out),
                                                 asio::as_tuple(asio::use_awaitable));
       out.clear();
       if (ec) break;
     }
     if (broken) break;
     const auto space = in.space();
-    auto [ec, n] = co_await socket.async_read_some(asio::buffer(space.data(), space.size()),
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(space.data(), space.size()),
                                                    asio::as_tuple(asio::use_awaitable));
     if (ec) break;
     in.commit(n);
@@ -299,6 +335,7 @@ void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
     s.records = store_.size();
     s.memory_bytes = store_.memory_bytes();
     s.connections = connections_.size();
+    s.tls_connections = tls_connections_;
     s.counters = counters_;
     s.purge = purge_.progress();
     s.turns = turns_;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -28,6 +29,7 @@ namespace imhash {
 
 struct ShardCounters {
   uint64_t upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0, bad_frames = 0;
+  uint64_t tls_failures = 0;  // TLS handshakes that failed or timed out
 };
 
 // A copy of a shard's figures, taken on its thread and handed to the control thread.
@@ -36,6 +38,7 @@ struct ShardSnapshot {
   uint64_t records = 0;
   uint64_t memory_bytes = 0;
   uint64_t connections = 0;
+  uint64_t tls_connections = 0;  // of those, the ones over TLS
   ShardCounters counters;
   frame::PurgeProgress purge;
   TurnStats turns;
@@ -45,9 +48,14 @@ class Shard {
  public:
   using tcp = boost::asio::ip::tcp;
 
-  // `idle_timeout`: a connection that sends nothing for this long is closed (0: never).
+  // `idle_timeout`: a connection that sends nothing for this long is closed (0: never). `tls`:
+  // every adopted connection runs the TLS server handshake with it, then speaks frames over TLS
+  // (null: plain TCP).
   Shard(uint32_t index, uint32_t shard_count, std::string server_name,
-        std::chrono::seconds idle_timeout = std::chrono::seconds(0));
+        std::chrono::seconds idle_timeout = std::chrono::seconds(0),
+        std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+  // A TLS handshake that has not completed after this long is dropped.
+  static constexpr std::chrono::seconds kTlsHandshakeTimeout{5};
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -55,8 +63,9 @@ class Shard {
   void join();
 
   // Takes over a connection whose handshake the acceptor completed; `leftover` holds bytes the
-  // acceptor read past the handshake (a client may pipeline requests right behind its HELLO).
-  // `ticket` counts the connection in the listener's quota until it closes.
+  // acceptor read past the handshake (a client may pipeline requests right behind its HELLO; none
+  // with TLS, which starts after the handshake's answer). `ticket` counts the connection in the
+  // listener's quota until it closes.
   void adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
              std::vector<uint8_t> leftover, ConnectionQuota::Ticket ticket = {});
   void set_router(std::shared_ptr<const Router> router);
@@ -75,11 +84,16 @@ class Shard {
  private:
   // One bound connection, living in its serve() coroutine.
   struct Connection {
-    tcp::socket* socket = nullptr;
-    uint32_t last_active_s = 0;  // now_ when it last sent something
+    tcp::socket::lowest_layer_type* socket = nullptr;  // the TCP socket (under TLS, if any)
+    uint32_t last_active_s = 0;                        // now_ when it last sent something
   };
-  boost::asio::awaitable<void> serve(tcp::socket socket, std::vector<uint8_t> leftover,
+  // Serves frames over `stream`: a tcp::socket, or an ssl::stream over one (a template, so the
+  // plain path makes no indirect call per read or write).
+  template <typename Stream>
+  boost::asio::awaitable<void> serve(Stream stream, std::vector<uint8_t> leftover,
                                      ConnectionQuota::Ticket ticket);
+  // The TLS server handshake (under kTlsHandshakeTimeout), then serve() over the TLS stream.
+  boost::asio::awaitable<void> serve_tls(tcp::socket socket, ConnectionQuota::Ticket ticket);
   // Every idle_timeout_ / 4: closes connections silent for idle_timeout_.
   void schedule_idle_sweep();
   // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
@@ -99,6 +113,7 @@ class Shard {
   const uint32_t shard_count_;
   const std::string server_name_;
   const std::chrono::seconds idle_timeout_;
+  const std::shared_ptr<boost::asio::ssl::context> tls_;
 
   boost::asio::io_context ctx_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
@@ -113,6 +128,7 @@ class Shard {
   int self_index_ = -1;
   uint32_t now_ = 0;  // Unix seconds, refreshed once per batch
   ShardCounters counters_;
+  uint64_t tls_connections_ = 0;
   TurnStats turns_;
   std::unordered_set<Connection*> connections_;
   bool stopping_ = false;

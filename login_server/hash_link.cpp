@@ -84,16 +84,20 @@ void HashLink::flush() {
   if (writing_ || queued_.empty() || state_ != State::kUp) return;
   writing_ = true;
   writing_buf_.swap(queued_);
-  asio::async_write(socket_, asio::buffer(writing_buf_),
-                    [this](const boost::system::error_code& ec, size_t) {
-                      writing_ = false;
-                      writing_buf_.clear();
-                      if (ec) {
-                        drop_connection();  // the read loop sees it and fails what is in flight
-                        return;
-                      }
-                      flush();
-                    });
+  auto written = [this, keep = tls_](const boost::system::error_code& ec, size_t) {
+    writing_ = false;
+    writing_buf_.clear();
+    if (ec) {
+      drop_connection();  // the read loop sees it and fails what is in flight
+      return;
+    }
+    flush();
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(writing_buf_), std::move(written));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_buf_), std::move(written));
+  }
 }
 
 void HashLink::tick(int64_t now_ns) {
@@ -123,8 +127,9 @@ void HashLink::tick(int64_t now_ns) {
 
 void HashLink::drop_connection() {
   boost::system::error_code ec;
-  socket_.shutdown(tcp::socket::shutdown_both, ec);
-  socket_.close(ec);
+  auto& socket = tls_ ? tls_->next_layer() : socket_;
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
 }
 
 void HashLink::fail_all(client::Status status) {
@@ -179,6 +184,7 @@ asio::awaitable<bool> HashLink::connect_once() {
   if (resolved.index() != 0 || std::get<0>(std::get<0>(resolved))) co_return false;
   const auto endpoints = std::get<1>(std::get<0>(resolved));
 
+  tls_.reset();  // a write still in flight on the last connection holds it until it completes
   socket_ = tcp::socket(ctx_);
   auto connected =
       co_await (asio::async_connect(socket_, endpoints, asio::as_tuple(asio::use_awaitable)) ||
@@ -214,21 +220,25 @@ asio::awaitable<bool> HashLink::connect_once() {
     hello.role = PeerRole::kLogin;
     hello.auth = std::string_view(reinterpret_cast<const char*>(nonce->data()), nonce->size());
   }
+  const bool tls = settings_.tls != nullptr;
+  if (tls) hello.flags |= kFlagTls;
   std::vector<uint8_t> out;
   append_request(hello, out);
-  auto send = [&]() -> asio::awaitable<bool> {
+  // Writes `out` on `stream` (the socket, or the TLS stream over it) under the deadline.
+  auto send_on = [&](auto& stream) -> asio::awaitable<bool> {
     auto wrote = co_await (
-        asio::async_write(socket_, asio::buffer(out), asio::as_tuple(asio::use_awaitable)) ||
+        asio::async_write(stream, asio::buffer(out), asio::as_tuple(asio::use_awaitable)) ||
         deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
     co_return wrote.index() == 0 && !std::get<0>(std::get<0>(wrote));
   };
+  auto send = [&]() { return send_on(socket_); };
   if (!co_await send()) co_return false;
 
   StreamBuffer in(4 + kMaxFrameLength);
   std::vector<uint8_t> answer_bytes;  // the answer's body, copied out of `in`
   // Reads the answer to the handshake frame of type `type` into `r` (its strings point into
   // answer_bytes); false if none came in time or it is not one.
-  auto read_answer = [&](FrameType type, Response& r) -> asio::awaitable<bool> {
+  auto read_answer_on = [&](auto& stream, FrameType type, Response& r) -> asio::awaitable<bool> {
     for (;;) {
       int verdict = -1;  // -1: need more, 0: not an answer of that type, 1: one
       const DecodeStatus st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
@@ -242,23 +252,37 @@ asio::awaitable<bool> HashLink::connect_once() {
       if (verdict >= 0) co_return verdict == 1;
       if (st != DecodeStatus::kNeedMore) co_return false;
       const auto space = in.space();
-      auto got = co_await (socket_.async_read_some(asio::buffer(space.data(), space.size()),
-                                                   asio::as_tuple(asio::use_awaitable)) ||
+      auto got = co_await (stream.async_read_some(asio::buffer(space.data(), space.size()),
+                                                  asio::as_tuple(asio::use_awaitable)) ||
                            deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
       if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
       in.commit(std::get<1>(std::get<0>(got)));
     }
   };
+  auto read_answer = [&](FrameType type, Response& r) { return read_answer_on(socket_, type, r); };
 
   Response r;
   if (!co_await read_answer(FrameType::kHello, r)) co_return false;
   if (r.status != FrameStatus::kOk) {
+    const char* why = "";
+    if (r.status == FrameStatus::kUnauthorized) {
+      why = keyed ? (tls ? " (our proof of the cluster key was not accepted)"
+                         : " (the server wants TLS, or our proof of the cluster key was not "
+                           "accepted)")
+                  : " (the server wants a cluster key or TLS: set --cluster-key-file, or "
+                    "--tls-cert, --tls-key, --tls-ca)";
+    } else if (r.status == FrameStatus::kUnsupported && tls) {
+      why = " (the server has no TLS and we have --tls-cert: not using it in the clear)";
+    }
     spdlog::error("link to {} ({}) shard {}: handshake refused: {}{}", server_.name,
-                  server_.address, shard_, to_string(r.status),
-                  r.status == FrameStatus::kUnauthorized
-                      ? (keyed ? " (our proof of the cluster key was not accepted)"
-                               : " (the server wants a cluster key: set --cluster-key-file)")
-                      : "");
+                  server_.address, shard_, to_string(r.status), why);
+    co_return false;
+  }
+  if (tls && !(r.flags & kFlagTls)) {
+    spdlog::error(
+        "link to {} ({}) shard {}: refused: the server does not offer TLS (an older version?); "
+        "not using it in the clear",
+        server_.name, server_.address, shard_);
     co_return false;
   }
   if (r.shard_count != server_.shards) {
@@ -303,14 +327,48 @@ asio::awaitable<bool> HashLink::connect_once() {
     }
   }
   // Anything after the handshake's answers would be an answer to a request we have not sent.
-  co_return in.empty();
+  if (!in.empty()) co_return false;
+  if (!tls) co_return true;
+
+  // TLS, under the same deadline: the server must present a certificate our CA signed. In TLS 1.3
+  // the server judges our certificate after our side of the handshake is done, so one PING
+  // answered over TLS is what shows that it accepted it before the link is called up.
+  tls_ = std::make_shared<asio::ssl::stream<tcp::socket>>(std::move(socket_), *settings_.tls);
+  auto shook = co_await (
+      tls_->async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable)) ||
+      deadline.async_wait(asio::as_tuple(asio::use_awaitable)));
+  std::string tls_failure;
+  if (shook.index() != 0) {
+    tls_failure = "the TLS handshake timed out";
+  } else if (const auto failed = std::get<0>(std::get<0>(shook))) {
+    tls_failure =
+        failed.message() + " (is its certificate signed by another CA than our --tls-ca?)";
+  } else {
+    out.clear();
+    append_request(Request{.type = FrameType::kPing}, out);
+    Response pong;
+    if (!co_await send_on(*tls_) || !co_await read_answer_on(*tls_, FrameType::kPing, pong) ||
+        !in.empty()) {
+      tls_failure =
+          "the server closed the link after the TLS handshake (does it trust the CA of our "
+          "certificate?)";
+    }
+  }
+  if (!tls_failure.empty()) {
+    spdlog::error("link to {} ({}) shard {}: TLS failed: {}", server_.name, server_.address, shard_,
+                  tls_failure);
+    co_return false;
+  }
+  co_return true;
 }
 
 asio::awaitable<void> HashLink::read_loop() {
   for (;;) {
     const auto space = in_.space();
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(space.data(), space.size()),
-                                                    asio::as_tuple(asio::use_awaitable));
+    const auto buffer = asio::buffer(space.data(), space.size());
+    auto [ec, n] =
+        tls_ ? co_await tls_->async_read_some(buffer, asio::as_tuple(asio::use_awaitable))
+             : co_await socket_.async_read_some(buffer, asio::as_tuple(asio::use_awaitable));
     if (ec || closed_) {
       if (!closed_ && ec != asio::error::operation_aborted) {
         spdlog::warn("link to {} shard {}: {}", server_.name, shard_, ec.message());

@@ -1,9 +1,9 @@
-// HashLink: one persistent, pipelined TCP connection from a login worker to one shard of one hash
-// server (docs/design.md, "Links"; frames in docs/protocol.md). A correlation-id transport: it
-// queues frames, writes everything queued with one system call per burst, matches answers to the
-// caller's tokens in any order, and reports each frame's fate once — an answer, TIMEOUT when its
-// deadline passes, or UNAVAILABLE when the connection is lost. It knows nothing of what the
-// requests mean (login_server/request_flow.h does).
+// HashLink: one persistent, pipelined TCP connection (TLS over it with --tls-cert) from a login
+// worker to one shard of one hash server (docs/design.md, "Links"; frames in docs/protocol.md). A
+// correlation-id transport: it queues frames, writes everything queued with one system call per
+// burst, matches answers to the caller's tokens in any order, and reports each frame's fate once —
+// an answer, TIMEOUT when its deadline passes, or UNAVAILABLE when the connection is lost. It knows
+// nothing of what the requests mean (login_server/request_flow.h does).
 //
 // It reconnects with exponential back-off and jitter. A connection that stays open but stops
 // answering is marked down and probed (reconnect + HELLO) when it has gone silent: at least
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -42,6 +43,10 @@ struct LinkSettings {
   std::string client_name = "login";
   // --cluster-key-file: prove it to each hash server and make it prove it back; empty: no proof.
   std::vector<uint8_t> cluster_key;
+  // --tls-cert, --tls-key, --tls-ca (common/tls_options.h): after the handshake's answers each
+  // link runs TLS with this context (the server must present a certificate the CA signed); null:
+  // plain TCP. A server that does not offer TLS is refused, never used in the clear.
+  std::shared_ptr<boost::asio::ssl::context> tls;
   // An up link with nothing sent for this long sends a PING, so the hash server's idle timeout
   // never closes a link that is merely quiet, and a dead peer shows up without user traffic.
   std::chrono::milliseconds keepalive{10000};
@@ -114,6 +119,9 @@ class HashLink {
   const uint32_t shard_;
 
   boost::asio::ip::tcp::socket socket_;
+  // With TLS, the connection after its handshake: socket_ moved into it. Shared with a write in
+  // flight, which may outlive the connection by one completion.
+  std::shared_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket>> tls_;
   boost::asio::steady_timer retry_timer_;
   State state_ = State::kConnecting;
   bool closed_ = false;

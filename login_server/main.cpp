@@ -96,6 +96,7 @@ int login_server_main(int argc, char** argv) {
   }
   config.control = NodeControl::endpoints(opts);
   link.cluster_key = config.control.cluster_key.key;
+  link.tls = config.control.tls.context;
   if (opts.has("table")) config.table_file = opts.get<std::string>("table");
   // No --name: login-HOST-PORT, stable across restarts (the saved table is kept under the name);
   // with --udp port 0 the server names itself once the port is bound.

@@ -23,7 +23,8 @@
 # BENCH_STORM_SHARDS (default "1 2"), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
 # BENCH_AB_ROUNDS (hash A/B: default 3),
 # BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_KEYS (e2e: "on"
-# by default, the cluster key on every link; "off on" runs each size without, then with it),
+# by default, the cluster key on every link; "off on" runs each size without, then with it; "tls":
+# the cluster key and TLS on the login -> hash links, so "on tls" gives the cost of TLS),
 # BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
@@ -213,16 +214,22 @@ bench_e2e() {
   # three are the test topology, five processes on this machine's cores.
   # The cluster key on (every link proves it, as deployed) and off (BENCH_E2E_KEYS="off on": both,
   # one after the other for each cluster size, for the A/B of docs/performance.md).
+  # "tls": the cluster key and TLS on every login -> hash link (certificates made here).
   (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/cluster.key")
+  [[ " ${BENCH_E2E_KEYS:-on} " == *" tls "* ]] && "$IMHASH_ROOT/scripts/tls_certs.sh" "$work/tls" ca node
   local servers keyed
   for servers in ${BENCH_HASH_SERVERS:-1 3}; do
   for keyed in ${BENCH_E2E_KEYS:-on}; do
     local key_args=()
-    [[ $keyed == on ]] && key_args=(--cluster-key-file "$work/cluster.key")
+    [[ $keyed == on || $keyed == tls ]] && key_args=(--cluster-key-file "$work/cluster.key")
+    [[ $keyed == tls ]] &&
+      key_args+=(--tls-cert "$work/tls/node.pem" --tls-key "$work/tls/node.key" --tls-ca "$work/tls/ca.pem")
     "$IMHASH_ROOT/scripts/cluster.sh" start --hash "$servers" --shards 1 --threads 1 "${key_args[@]}" >/dev/null
     local target
     target=$(cat "$work/cluster/login.addr")
-    echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread, cluster key $keyed: udp_sim"
+    local label="cluster key $keyed"
+    [[ $keyed == tls ]] && label="cluster key on + TLS"
+    echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread, $label: udp_sim"
     echo "   (closed loop, window 64, 48-byte requests, one source socket) vs udp_limit, ${seconds}s each, $(nproc) cores"
     for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
       start_echo

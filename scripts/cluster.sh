@@ -3,6 +3,8 @@
 # Usage:
 #   scripts/cluster.sh start [--hash N] [--shards S] [--threads T] [--mode modulo|range|ring]
 #                            [--cluster-key-file FILE]   (every link proves the key: docs/security.md)
+#                            [--tls-cert FILE --tls-key FILE --tls-ca FILE]   (TLS on login -> hash
+#                            links; one certificate for every node: scripts/tls_certs.sh makes one)
 #   scripts/cluster.sh status
 #   scripts/cluster.sh stop
 # State (pids, logs, table.json, addresses) lives in $IMHASH_RUN (default: run/cluster in the repo).
@@ -12,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 
 run="${IMHASH_RUN:-$IMHASH_ROOT/run/cluster}"
 
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 64; }
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 64; }
 
 alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -65,7 +67,8 @@ cmd_start() {
   local hash=3 shards=1 threads=1 mode=ring key=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
-      --cluster-key-file) key=(--cluster-key-file "$2"); shift 2 ;;
+      --cluster-key-file) key+=(--cluster-key-file "$2"); shift 2 ;;
+      --tls-cert | --tls-key | --tls-ca) key+=("$1" "$2"); shift 2 ;;
       --hash) hash="$2"; shift 2 ;;
       --shards) shards="$2"; shift 2 ;;
       --threads) threads="$2"; shift 2 ;;

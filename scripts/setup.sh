@@ -8,6 +8,7 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev
   libspdlog-dev doctest-dev libssl-dev
+  openssl  # openssl(1): the TLS tests and the bench make their certificates with it
   libsystemd-dev pkgconf  # sd_notify(3): the daemons tell systemd when they are ready
   iproute2 procps jq
   chromium  # the status page test loads the config server's page in headless Chromium

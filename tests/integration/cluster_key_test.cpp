@@ -23,6 +23,7 @@
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
 #include "tests/integration/http_get.h"
+#include "tests/integration/log_file.h"
 #include "tests/integration/loopback.h"
 #include "tests/integration/udp_client.h"
 #include "tests/wait_until.h"
@@ -84,21 +85,6 @@ struct RawConnection {
     return all;
   }
 };
-
-// A log file of our own for one child (the default is shared by every test of the directory).
-std::string log_path(const std::string& what) {
-  return what + "." + std::to_string(getpid()) + ".stderr.log";
-}
-
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Waits (bounded) until the log at `path` holds `needle`.
-bool log_says(const std::string& path, const std::string& needle) {
-  return wait_until([&] { return file_text(path).find(needle) != std::string::npos; });
-}
 
 std::vector<frame::Response> responses_in(const std::vector<uint8_t>& bytes) {
   std::vector<frame::Response> out;

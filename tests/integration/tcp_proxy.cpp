@@ -65,6 +65,10 @@ void TcpProxy::run() {
       const int to = (i % 2) ? p.b : p.a;
       char buf[65536];
       const ssize_t n = read(from, buf, sizeof buf);
+      if (n > 0) {
+        const std::lock_guard lock(mutex_);
+        captured_.append(buf, static_cast<size_t>(n));
+      }
       if (!p.dead && (n <= 0 || send(to, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n)) {
         close(p.a);
         close(p.b);

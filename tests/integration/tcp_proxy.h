@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <string>
 #include <thread>
 
 namespace imhash::test {
@@ -17,6 +19,11 @@ class TcpProxy {
   // Returns once no byte crosses the proxy any more.
   void pause();
   void resume() { paused_ = false; }
+  // Every byte that crossed the proxy so far, both directions (what a wiretap would see).
+  std::string captured() const {
+    const std::lock_guard lock(mutex_);
+    return captured_;
+  }
 
  private:
   void run();
@@ -26,6 +33,8 @@ class TcpProxy {
   std::atomic<bool> paused_{false};
   std::atomic<uint64_t> rounds_{0};  // loop iterations, to know the thread saw `paused_`
   std::atomic<bool> stop_{false};
+  mutable std::mutex mutex_;
+  std::string captured_;  // guarded by mutex_
   std::thread thread_;
 };
 
