@@ -10,6 +10,7 @@
 #include "common/metrics.h"
 #include "common/options.h"
 #include "common/table_text.h"
+#include "common/tls_options.h"
 #include "config_server/admin_guard.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
@@ -27,7 +28,7 @@ using namespace imhash;
 using OpenSessions = std::vector<std::weak_ptr<NodeSession>>;
 
 asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& service,
-                                   OpenSessions& open) {
+                                   OpenSessions& open, std::shared_ptr<asio::ssl::context> tls) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
     if (!acceptor.is_open()) co_return;
@@ -35,7 +36,7 @@ asio::awaitable<void> accept_nodes(tcp::acceptor& acceptor, ConfigService& servi
       spdlog::warn("node accept: {}", ec.message());
       continue;
     }
-    auto session = std::make_shared<NodeSession>(std::move(socket), service);
+    auto session = std::make_shared<NodeSession>(std::move(socket), service, tls);
     session->start();
     std::erase_if(open, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
     open.push_back(session);
@@ -73,6 +74,7 @@ int config_server_main(int argc, char** argv) {
       "'listening on' line")("initial-mode", po::value<std::string>()->default_value("ring"),
                              "routing mode of the first table (modulo, range or ring)");
   ClusterKey::add_options(opts);
+  TlsOptions::add_options(opts);
   if (auto code = opts.parse(argc, argv)) return *code;
 
   ConfigServiceSettings settings;
@@ -95,6 +97,7 @@ int config_server_main(int argc, char** argv) {
   check_internal_listener(admin.host, "--admin", opts.has("admin-token-file"), cluster.insecure,
                           "--admin-token-file FILE");
   settings.cluster_key = cluster.key;
+  const TlsOptions tls = TlsOptions::from(opts);
 
   StateStore store(opts.get<std::string>("state-dir"));
   asio::io_context ctx(1);
@@ -138,7 +141,7 @@ int config_server_main(int argc, char** argv) {
   });
   service.start();
   admin_server.start();
-  asio::co_spawn(ctx, accept_nodes(acceptor, service, open_sessions), asio::detached);
+  asio::co_spawn(ctx, accept_nodes(acceptor, service, open_sessions, tls.context), asio::detached);
 
   spdlog::info("config server: state in {} (version {}), heartbeat {} ms, grace {} ms, failover {}",
                store.path(), store.version(), settings.heartbeat.count(), settings.grace.count(),

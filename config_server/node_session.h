@@ -7,8 +7,10 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,10 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
  public:
   static constexpr std::chrono::seconds kRegisterTimeout{5};
 
-  NodeSession(boost::asio::ip::tcp::socket socket, ConfigService& service);
+  // `tls` (--tls-cert, --tls-key, --tls-ca; null: plain TCP): the link runs TLS from its first
+  // byte, the node's certificate checked against the CA (within kRegisterTimeout).
+  NodeSession(boost::asio::ip::tcp::socket socket, ConfigService& service,
+              std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
   void start();
   void send(const control::Message& m);
@@ -39,6 +44,7 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   void write_next();
 
   boost::asio::ip::tcp::socket socket_;
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   ConfigService& service_;
   std::string peer_;
   std::vector<uint8_t> queued_;
