@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ssl.hpp>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -95,6 +96,8 @@ struct ConfigLink::State {
   control::Register self;  // its `version` follows ack()
   Callbacks cb;
   tcp::socket socket;
+  // With settings.tls: the session's TLS over `socket` (made by connect(), used by the loops).
+  std::optional<asio::ssl::stream<tcp::socket&>> tls;
   tcp::resolver resolver;
   asio::steady_timer retry_timer;
   asio::steady_timer heartbeat_timer;  // also the deadline of the welcome
@@ -231,6 +234,7 @@ asio::awaitable<std::string> ConfigLink::State::connect() {
   if (resolve_ec) co_return "cannot resolve " + target.host + ": " + resolve_ec.message();
   if (stopped) co_return "stopped";
 
+  tls.reset();  // the last session's loops have all ended
   socket = tcp::socket(ctx);
   auto connected =
       co_await (asio::async_connect(socket, endpoints, kTuple) || deadline.async_wait(kTuple));
@@ -244,6 +248,18 @@ asio::awaitable<std::string> ConfigLink::State::connect() {
   socket.set_option(tcp::no_delay(true), ec);
   socket.set_option(asio::socket_base::keep_alive(true), ec);
   socket.set_option(TcpUserTimeout(static_cast<int>(settings.write_timeout.count())), ec);
+  if (settings.tls) {
+    // TLS from the first byte, under the same deadline; the cluster-key handshake runs inside it.
+    tls.emplace(socket, *settings.tls);
+    auto shook = co_await (tls->async_handshake(asio::ssl::stream_base::client, kTuple) ||
+                           deadline.async_wait(kTuple));
+    if (shook.index() != 0) co_return "the TLS handshake timed out";
+    if (auto tls_ec = std::get<0>(std::get<0>(shook))) {
+      failure_level = spdlog::level::err;  // a misconfiguration: reported every time
+      co_return "TLS failed: " + tls_ec.message() +
+          " (a config server without TLS, or a certificate another CA signed?)";
+    }
+  }
   co_return std::string();
 }
 
@@ -388,8 +404,9 @@ asio::awaitable<void> ConfigLink::State::read_loop(std::string& reason) {
     }
     if (stopped || !socket.is_open()) co_return;
     const auto space = in.space();
-    auto [ec, n] =
-        co_await socket.async_read_some(asio::buffer(space.data(), space.size()), kTuple);
+    const auto buffer = asio::buffer(space.data(), space.size());
+    auto [ec, n] = tls ? co_await tls->async_read_some(buffer, kTuple)
+                       : co_await socket.async_read_some(buffer, kTuple);
     if (ec) {
       if (reason.empty()) {
         reason = ec == asio::error::eof ? "closed by the config server" : ec.message();
@@ -485,7 +502,8 @@ asio::awaitable<void> ConfigLink::State::write_loop(std::string& reason) {
     encode_output();
     writing = true;
     write_started = Clock::now();
-    auto [ec, n] = co_await asio::async_write(socket, asio::buffer(out), kTuple);
+    auto [ec, n] = tls ? co_await asio::async_write(*tls, asio::buffer(out), kTuple)
+                       : co_await asio::async_write(socket, asio::buffer(out), kTuple);
     writing = false;
     if (ec) {
       if (reason.empty()) reason = "write failed: " + ec.message();

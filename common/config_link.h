@@ -22,6 +22,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/json/object.hpp>
 #include <chrono>
 #include <cstdint>
@@ -48,6 +49,9 @@ struct ConfigLinkSettings {
   // auth_proof) before the registration; a config server that cannot prove the key is not
   // registered with. Empty: register at once.
   std::vector<uint8_t> cluster_key;
+  // --tls-cert, --tls-key, --tls-ca (common/tls_options.h): each session runs TLS from its first
+  // byte (the config server must present a certificate the CA signed); null: plain TCP.
+  std::shared_ptr<boost::asio::ssl::context> tls;
 };
 
 class ConfigLink {

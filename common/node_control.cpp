@@ -72,6 +72,7 @@ void NodeControl::start_config_link(control::Register self, ConfigLink::Callback
   self.pid = static_cast<uint64_t>(::getpid());
   ConfigLinkSettings settings;
   settings.cluster_key = endpoints_.cluster_key.key;
+  settings.tls = endpoints_.tls.context;
   config_link_ = std::make_unique<ConfigLink>(ctx_, endpoints_.config_address, std::move(self),
                                               std::move(callbacks), std::move(settings));
   config_link_->start();

@@ -18,7 +18,8 @@ namespace imhash {
 void TlsOptions::add_options(Options& opts) {
   opts.add()("tls-cert", po::value<std::string>(),
              "this node's certificate chain (PEM), signed by the --tls-ca CA: with --tls-key and "
-             "--tls-ca, every login -> hash link runs TLS 1.3 with certificates checked both ways "
+             "--tls-ca, every internal link (login -> hash, node -> config server) runs TLS 1.3 "
+             "with certificates checked both ways, so give them to every daemon of the cluster "
              "(peers without TLS, or with a certificate another CA signed, are refused)")(
       "tls-key", po::value<std::string>(),
       "the private key of --tls-cert (PEM; mode 600 or 640, like the cluster key file)")(

@@ -10,6 +10,7 @@
 #include "common/metrics.h"
 #include "common/options.h"
 #include "common/table_text.h"
+#include "common/tls_options.h"
 #include "config_server/admin_guard.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
@@ -59,6 +60,7 @@ int config_server_main(int argc, char** argv) {
       "'listening on' line")("initial-mode", po::value<std::string>()->default_value("ring"),
                              "routing mode of the first table (modulo, range or ring)");
   ClusterKey::add_options(opts);
+  TlsOptions::add_options(opts);
   if (auto code = opts.parse(argc, argv)) return *code;
 
   ConfigServiceSettings settings;
@@ -94,6 +96,7 @@ int config_server_main(int argc, char** argv) {
   check_internal_listener(admin.host, "--admin", opts.has("admin-token-file"), cluster.insecure,
                           "--admin-token-file FILE");
   settings.cluster_key = cluster.key;
+  const TlsOptions tls = TlsOptions::from(opts);
 
   StateStore store(opts.get<std::string>("state-dir"));
   asio::io_context ctx(1);
@@ -101,7 +104,7 @@ int config_server_main(int argc, char** argv) {
 
   tcp::resolver resolver(ctx);
   const auto at = resolver.resolve(listen.host, std::to_string(listen.port)).begin()->endpoint();
-  NodeListener nodes(ctx, at, service, node_limits);
+  NodeListener nodes(ctx, at, service, node_limits, tls.context);
   AdminAccess access;
   if (opts.has("admin-token-file")) {
     access.token = load_admin_token_file(opts.get<std::string>("admin-token-file"));

@@ -13,8 +13,8 @@ using asio::ip::tcp;
 namespace imhash {
 
 NodeListener::NodeListener(asio::io_context& ctx, const tcp::endpoint& at, ConfigService& service,
-                           NodeListenerLimits limits)
-    : acceptor_(ctx), service_(service), limits_(limits) {
+                           NodeListenerLimits limits, std::shared_ptr<asio::ssl::context> tls)
+    : acceptor_(ctx), service_(service), limits_(limits), tls_(std::move(tls)) {
   acceptor_.open(at.protocol());
   acceptor_.set_option(tcp::acceptor::reuse_address(true));
   acceptor_.bind(at);
@@ -64,7 +64,7 @@ asio::awaitable<void> NodeListener::accept_loop() {
       continue;
     }
     auto session =
-        std::make_shared<NodeSession>(std::move(socket), service_, limits_.link, counters_);
+        std::make_shared<NodeSession>(std::move(socket), service_, limits_.link, counters_, tls_);
     if (std::string why = over_cap(session->peer_address()); !why.empty()) {
       if (std::string more; refusal_log_.allow(more)) {
         spdlog::warn("node link from {} refused: {}; closed{}", session->peer(), why, more);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,8 +28,10 @@ struct NodeListenerLimits {
 class NodeListener {
  public:
   // Binds and listens now (throws boost::system::system_error when it cannot).
+  // `tls` (null: plain TCP): every link runs TLS from its first byte (NodeSession).
   NodeListener(boost::asio::io_context& ctx, const boost::asio::ip::tcp::endpoint& at,
-               ConfigService& service, NodeListenerLimits limits);
+               ConfigService& service, NodeListenerLimits limits,
+               std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
   void start();
   void stop();
@@ -46,6 +49,7 @@ class NodeListener {
   boost::asio::ip::tcp::acceptor acceptor_;
   ConfigService& service_;
   const NodeListenerLimits limits_;
+  const std::shared_ptr<boost::asio::ssl::context> tls_;
   NodeLinkCounters counters_;
   // Every link accepted and still open (a session lives until its read loop and writes end).
   std::vector<std::weak_ptr<NodeSession>> open_;

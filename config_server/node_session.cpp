@@ -33,7 +33,7 @@ bool LogBudget::allow(std::string& more) {
 }
 
 NodeSession::NodeSession(tcp::socket socket, ConfigService& service, const NodeLinkLimits& limits,
-                         NodeLinkCounters& counters)
+                         NodeLinkCounters& counters, std::shared_ptr<asio::ssl::context> tls)
     : socket_(std::move(socket)),
       service_(service),
       limits_(limits),
@@ -50,6 +50,7 @@ NodeSession::NodeSession(tcp::socket socket, ConfigService& service, const NodeL
     peer_ = format_host_port(ep.address().to_string(), ep.port());
   }
   socket_.set_option(tcp::no_delay(true), ec);
+  if (tls) tls_.emplace(socket_, *tls);  // the context outlives every session (main)
 }
 
 void NodeSession::start() {
@@ -140,26 +141,41 @@ void NodeSession::write_next() {
   if (write_in_progress_ || queued_.empty()) return;
   write_in_progress_ = true;
   writing_.swap(queued_);
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-                      self->write_in_progress_ = false;
-                      self->writing_.clear();
-                      if (ec) {
-                        self->close();
-                        return;
-                      }
-                      self->write_next();
-                    });
+  auto written = [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+    self->write_in_progress_ = false;
+    self->writing_.clear();
+    if (ec) {
+      self->close();
+      return;
+    }
+    self->write_next();
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(writing_), std::move(written));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_), std::move(written));
+  }
 }
 
 asio::awaitable<void> NodeSession::read_loop() {
   // Messages are small, but a heartbeat's stats may run to some KiB: the buffer is allocated at the
   // first read, grows for one message up to the link's limit, and shrinks back once it is consumed.
   StreamBuffer in(limits_.initial_buffer, control::kLengthPrefixSize + limits_.max_message);
+  if (tls_) {
+    auto [ec] = co_await tls_->async_handshake(asio::ssl::stream_base::server,
+                                               asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      spdlog::warn("node link from {}: refused: TLS handshake failed: {}", peer_, ec.message());
+      close();
+      co_return;
+    }
+  }
   for (;;) {
     const auto space = in.space();
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(space.data(), space.size()),
-                                                    asio::as_tuple(asio::use_awaitable));
+    const auto buffer = asio::buffer(space.data(), space.size());
+    auto [ec, n] =
+        tls_ ? co_await tls_->async_read_some(buffer, asio::as_tuple(asio::use_awaitable))
+             : co_await socket_.async_read_some(buffer, asio::as_tuple(asio::use_awaitable));
     if (ec) break;
     last_read_ = Clock::now();
     in.commit(n);

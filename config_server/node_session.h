@@ -12,9 +12,11 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,8 +56,11 @@ struct NodeLinkCounters {
 
 class NodeSession : public std::enable_shared_from_this<NodeSession> {
  public:
+  // `tls` (--tls-cert, --tls-key, --tls-ca; null: plain TCP): the link runs TLS from its first
+  // byte, the node's certificate checked against the CA (within limits.register_timeout).
   NodeSession(boost::asio::ip::tcp::socket socket, ConfigService& service,
-              const NodeLinkLimits& limits, NodeLinkCounters& counters);
+              const NodeLinkLimits& limits, NodeLinkCounters& counters,
+              std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
   void start();
   void send(const control::Message& m);
@@ -79,6 +84,7 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   void on_timer();
 
   boost::asio::ip::tcp::socket socket_;
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   ConfigService& service_;
   const NodeLinkLimits& limits_;
   NodeLinkCounters& counters_;

@@ -66,6 +66,7 @@ void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
   if (!options_.cluster_key_file.empty()) {
     args.insert(args.end(), {"--cluster-key-file", options_.cluster_key_file});
   }
+  args.insert(args.end(), options_.tls_flags.begin(), options_.tls_flags.end());
 }
 
 void ConfigCluster::kill_config() { config_->stop(SIGKILL); }

@@ -26,6 +26,7 @@ struct ConfigClusterOptions {
   std::string admin_token_file{};  // set: config_server --admin-token-file, imctl --token-file
   std::string cluster_key_file{};  // set: --cluster-key-file on every daemon
   std::vector<std::string> config_args{};  // more config_server flags
+  std::vector<std::string> tls_flags{};  // set: these --tls-cert/--tls-key/--tls-ca on every daemon
 };
 
 struct ImctlResult {
@@ -77,6 +78,7 @@ class ConfigCluster {
   const std::string& login_metrics(int i) { return login_metrics_[i]; }
 
  private:
+  // --cluster-key-file and the --tls-* flags, as the options ask.
   void add_cluster_key(std::vector<std::string>& args) const;
   ConfigClusterOptions options_;
   std::vector<uint8_t> cluster_key_;  // the key in options_.cluster_key_file (for FrameClient)

@@ -16,6 +16,7 @@
 
 #include "common/frame_protocol.h"
 #include "tests/integration/child_process.h"
+#include "tests/integration/config_cluster.h"
 #include "tests/integration/http_get.h"
 #include "tests/integration/log_file.h"
 #include "tests/integration/loopback.h"
@@ -201,4 +202,34 @@ TEST_CASE("tls: requests pipelined behind a HELLO that asks for TLS are refused"
           static_cast<ssize_t>(bytes.size()));
   CHECK(log_says(p.hash_log, "(pipeliner): bytes pipelined behind a TLS handshake"));
   ::close(fd);
+}
+
+TEST_CASE(
+    "tls: with TLS on the config server too, the cluster converges and serves, and a node "
+    "without TLS cannot register") {
+  const TlsCerts certs("tls_config");
+  const std::string key = write_cluster_key();
+  ConfigCluster c(ConfigClusterOptions{.cluster_key_file = key, .tls_flags = certs.flags("hash")});
+  const uint16_t udp = c.start_serving(2);
+  UdpClient client(udp);
+  for (uint64_t id = 1; id <= 50; ++id) {
+    auto r = client.call(UdpClient::make(client::Op::kLogin, id, endpoint_of(id)));
+    REQUIRE(r);
+    CHECK(r->status == client::Status::kOk);
+  }
+  // A hash server with the key but without TLS: its config link is refused.
+  const std::string log = log_path("tls_config_plain_node");
+  ChildProcess plain(IMHASH_HASH_SERVER,
+                     {"--listen", "127.0.0.1:0", "--name", "hash9", "--config", c.config_address(),
+                      "--cluster-key-file", key},
+                     {.stderr_log = log});
+  plain.wait_listening();
+  CHECK(log_says(log, "config link (hash hash9)"));
+  bool listed = false;
+  const auto status = c.imctl_json({"status"});
+  for (const auto& n : status.as_object().at("nodes").as_array()) {
+    listed = listed || n.as_object().at("name").as_string() == "hash9";
+  }
+  CHECK_FALSE(listed);
+  ::unlink(key.c_str());
 }
