@@ -123,6 +123,7 @@ struct ConfigLink::State {
   bool auth_hello_due = false;
   std::optional<link_auth::Proof> auth_proof_due;
   bool registered = false;  // this session's register has been written (reports may follow it)
+  uint64_t refused_handshakes = 0;  // sessions whose config server did not prove the key
 
   // Output: at most one of each kind, so a config server that stops reading costs nothing more.
   bool register_due = false;
@@ -312,6 +313,7 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
                                   .client_nonce = auth_nonce,
                                   .server_nonce = *server_nonce};
     if (!link_auth::verify(settings.cluster_key, link_auth::Side::kServer, t, *server_proof)) {
+      ++refused_handshakes;
       reason =
           "the config server did not prove the cluster key (a different key?): not "
           "registering with it";
@@ -567,6 +569,7 @@ bool ConfigLink::connected() const {
 }
 uint64_t ConfigLink::version() const { return state_->self.version; }
 uint64_t ConfigLink::config_version() const { return state_->config_version; }
+uint64_t ConfigLink::refused_handshakes() const { return state_->refused_handshakes; }
 std::string ConfigLink::config_address() const {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   return state_->addresses.current_text();

@@ -96,6 +96,8 @@ class ConfigLink {
   uint64_t version() const;         // the version registered / last acked
   uint64_t config_version() const;  // the config server's version in its last welcome (0: none yet)
   std::string config_address() const;  // the address it is on (or dials next)
+  // Sessions given up because the config server did not prove the cluster key.
+  uint64_t refused_handshakes() const;
 
  private:
   struct State;

@@ -87,6 +87,10 @@ void NodeControl::start_metrics(std::function<void(MetricsText&)> render) {
         render(m);
         m.gauge("imhash_config_link_up", "1 while registered with the config server",
                 config_link_ && config_link_->connected() ? 1 : 0);
+        m.counter("imhash_config_link_refused_total",
+                  "config link sessions given up because the config server did not prove the "
+                  "cluster key",
+                  static_cast<double>(config_link_ ? config_link_->refused_handshakes() : 0));
         return m.str();
       });
   metrics_->start();

@@ -301,6 +301,7 @@ asio::awaitable<bool> HashLink::connect_once() {
     if (!has_proof || !link_auth::verify(settings_.cluster_key, link_auth::Side::kServer,
                                          transcript, server_proof)) {
       ++auth_failures_;
+      settings_.refused_handshakes->fetch_add(1, std::memory_order_relaxed);
       spdlog::error(
           "link to {} ({}) shard {}: refused: the server {} the cluster key as {}; "
           "not using it",
@@ -355,6 +356,7 @@ asio::awaitable<bool> HashLink::connect_once() {
     }
   }
   if (!tls_failure.empty()) {
+    settings_.refused_handshakes->fetch_add(1, std::memory_order_relaxed);
     spdlog::error("link to {} ({}) shard {}: TLS failed: {}", server_.name, server_.address, shard_,
                   tls_failure);
     co_return false;

@@ -14,6 +14,7 @@
 // Thread rules: every method runs on the owning worker's thread (checked in debug builds).
 #pragma once
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <chrono>
@@ -50,6 +51,10 @@ struct LinkSettings {
   // An up link with nothing sent for this long sends a PING, so the hash server's idle timeout
   // never closes a link that is merely quiet, and a dead peer shows up without user traffic.
   std::chrono::milliseconds keepalive{10000};
+  // Handshakes in which a hash server did not prove the cluster key (or failed TLS), over every
+  // link of every worker: rare, so one shared atomic (imhash_login_link_refused_total).
+  std::shared_ptr<std::atomic<uint64_t>> refused_handshakes =
+      std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 // What a link tells its worker, on the worker's thread. Never about kKeepaliveToken, the token of

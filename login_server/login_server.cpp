@@ -148,6 +148,10 @@ void LoginServer::render_metrics(MetricsText& m) const {
           {{"state", "up"}});
   m.gauge("imhash_login_links", "links to hash server shards, by state", s.links_down,
           {{"state", "down"}});
+  m.counter("imhash_login_link_refused_total",
+            "link handshakes given up because the hash server did not prove the cluster key or "
+            "its TLS failed",
+            static_cast<double>(config_.worker.link.refused_handshakes->load()));
   std::vector<uint64_t> cumulative(LoginCounters::kLatencyBuckets);
   uint64_t running = 0;
   for (size_t i = 0; i < LoginCounters::kLatencyBuckets; ++i) {

@@ -184,11 +184,14 @@ TEST_CASE(
                         c.config_address()},
                        {.stderr_log = keyless_log});
   CHECK(log_says(keyless_log, "before proving the cluster key"));
-  ChildProcess wrong_key(IMHASH_HASH_SERVER,
-                         {"--listen", "127.0.0.1:0", "--name", "hash9", "--shards", "1", "--config",
-                          c.config_address(), "--cluster-key-file", other_file},
-                         {.stderr_log = wrong_log});
+  ChildProcess wrong_key(
+      IMHASH_HASH_SERVER,
+      {"--listen", "127.0.0.1:0", "--name", "hash9", "--shards", "1", "--config",
+       c.config_address(), "--cluster-key-file", other_file, "--metrics", "127.0.0.1:0"},
+      {.stderr_log = wrong_log});
+  const std::string wrong_metrics = wrong_key.wait_listening(2)[1];
   CHECK(log_says(wrong_log, "did not prove the cluster key"));
+  CHECK(metric(scrape(wrong_metrics), "imhash_config_link_refused_total") >= 1);
 
   // Nothing changed: no impostor registered, the real hash1 still up, every user found.
   const auto status = c.imctl_json({"status"});
@@ -222,12 +225,14 @@ TEST_CASE(
     "servers": [{"name": "hash1", "address": ")"
                        << hash_addr << R"(", "shards": 1}]})";
   const std::string log = log_path("login_only");
-  ChildProcess login(
-      IMHASH_LOGIN_SERVER,
-      {"--udp", "127.0.0.1:0", "--table", table, "--threads", "1", "--cluster-key-file", key_file},
-      {.stderr_log = log});
-  const uint16_t udp = port_of(login.wait_listening()[0]);
+  ChildProcess login(IMHASH_LOGIN_SERVER,
+                     {"--udp", "127.0.0.1:0", "--table", table, "--threads", "1",
+                      "--cluster-key-file", key_file, "--metrics", "127.0.0.1:0"},
+                     {.stderr_log = log});
+  const auto addresses = login.wait_listening(2);
+  const uint16_t udp = port_of(addresses[0]);
   CHECK(log_says(log, "offered no proof of the cluster key"));
+  CHECK(metric(scrape(addresses[1]), "imhash_login_link_refused_total") >= 1);
   UdpClient client(udp);
   auto r = client.call(UdpClient::make(client::Op::kLogin, 7, Endpoint::v4(0x0a000001, 5000)));
   REQUIRE(r);
