@@ -102,6 +102,7 @@ struct Encoder {
     o["type"] = "purge";
     o["action"] = purge_action_name(m.action);
     o["age_s"] = m.age_seconds;
+    o["id"] = m.id;
     append_frame(json::serialize(o), out);
   }
   void operator()(const Refused& m) {
@@ -123,6 +124,18 @@ struct Encoder {
     o["type"] = "auth_challenge";
     o["nonce"] = m.nonce;
     o["proof"] = m.proof;
+    append_frame(json::serialize(o), out);
+  }
+  void operator()(const StreamReport& m) {
+    json::object o = stream_report_json(m);
+    o["type"] = "stream_report";
+    append_frame(json::serialize(o), out);
+  }
+  void operator()(const StreamCommand& m) {
+    json::object o;
+    o["type"] = "stream";
+    o["action"] = stream_action_name(m.action);
+    o["version"] = m.version;
     append_frame(json::serialize(o), out);
   }
   void operator()(const AuthProof& m) {
@@ -178,6 +191,26 @@ bool decode_purge_report(JsonObject& o, PurgeReport& m) {
     s.need("scanned").integer(p.scanned);
     s.need("total").integer(p.total);
     s.need("deleted").integer(p.deleted);
+    s.get("id").integer(p.id);
+  }
+  return o.ok();
+}
+
+bool decode_stream_report(JsonObject& o, StreamReport& m) {
+  o.need("version").integer(m.version);
+  o.need("state").choice(m.state, kStreamStates, stream_state_name);
+  o.need("scanned").integer(m.scanned);
+  o.need("total").integer(m.total);
+  o.need("sent").integer(m.sent);
+  o.need("rate").integer(m.rate);
+  o.need("eta_ms").integer(m.eta_ms);
+  o.need("restarts").integer(m.restarts);
+  JsonArray targets = o.need("targets").array(std::numeric_limits<size_t>::max());
+  m.targets.resize(targets.size());
+  for (size_t i = 0; i < targets.size() && o.ok(); ++i) {
+    JsonObject t = targets[i].object(UnknownKeys::kIgnore);
+    t.need("name").string(m.targets[i].name);
+    t.need("records").integer(m.targets[i].records);
   }
   return o.ok();
 }
@@ -217,6 +250,13 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
     PurgeCommand& p = m.emplace<PurgeCommand>();
     o.need("action").choice(p.action, kPurgeActions, purge_action_name);
     o.need("age_s").integer(p.age_seconds);
+    o.get("id").integer(p.id);
+  } else if (type == "stream_report") {
+    decode_stream_report(o, m.emplace<StreamReport>());
+  } else if (type == "stream") {
+    StreamCommand& c = m.emplace<StreamCommand>();
+    o.need("action").choice(c.action, kStreamActions, stream_action_name);
+    o.need("version").integer(c.version);
   } else if (type == "refused") {
     o.need("reason").string(m.emplace<Refused>().reason);
   } else if (type == "auth_hello") {
@@ -283,7 +323,42 @@ json::object purge_shard_json(const PurgeShard& s) {
                       {"kind", purge_action_name(s.kind)},
                       {"scanned", s.scanned},
                       {"total", s.total},
-                      {"deleted", s.deleted}};
+                      {"deleted", s.deleted},
+                      {"id", s.id}};
+}
+
+json::object stream_report_json(const StreamReport& r) {
+  json::array targets;
+  for (const StreamTarget& t : r.targets) {
+    targets.push_back(json::object{{"name", t.name}, {"records", t.records}});
+  }
+  return json::object{{"version", r.version},
+                      {"state", stream_state_name(r.state)},
+                      {"scanned", r.scanned},
+                      {"total", r.total},
+                      {"sent", r.sent},
+                      {"rate", r.rate},
+                      {"eta_ms", r.eta_ms},
+                      {"restarts", r.restarts},
+                      {"targets", std::move(targets)}};
+}
+
+const char* stream_state_name(StreamState s) {
+  switch (s) {
+    case StreamState::kIdle:
+      return "idle";
+    case StreamState::kRunning:
+      return "running";
+    case StreamState::kDone:
+      return "done";
+    case StreamState::kCancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+const char* stream_action_name(StreamAction a) {
+  return a == StreamAction::kStart ? "start" : a == StreamAction::kCancel ? "cancel" : "?";
 }
 
 const char* to_string(DecodeStatus s) {
@@ -356,8 +431,9 @@ std::optional<PurgeState> parse_purge_state(std::string_view text) {
 
 const char* type_name(const Message& m) {
   static constexpr const char* kNames[] = {
-      "register", "heartbeat", "ack",        "purge_report",   "welcome",   "table",
-      "purge",    "refused",   "auth_hello", "auth_challenge", "auth_proof"};
+      "register",   "heartbeat",     "ack",     "purge_report", "welcome",
+      "table",      "purge",         "refused", "auth_hello",   "auth_challenge",
+      "auth_proof", "stream_report", "stream"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -14,12 +14,15 @@
 //     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...}}
 //     {"type":"ack","version":N}
 //     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
-//                                       "deleted":N},...]}
+//                                       "deleted":N,"id":N},...]}
+//     {"type":"stream_report","version":N,"state":S,"scanned":N,"total":N,"sent":N,"rate":N,
+//      "eta_ms":N,"restarts":N,"targets":[{"name":S,"records":N},...]}
 //   config -> node
 //     {"type":"auth_challenge","nonce":HEX32,"proof":HEX64}   (the answer to an auth_hello)
 //     {"type":"welcome","heartbeat_ms":N,"config_version":N}
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
-//     {"type":"purge","action":S,"age_s":N}
+//     {"type":"purge","action":S,"age_s":N,"id":N}
+//     {"type":"stream","action":"start"|"cancel","version":N}
 //     {"type":"refused","reason":S}   (instead of a welcome: the registration is refused; the
 //                                      config server closes the link after it)
 //
@@ -86,12 +89,39 @@ struct PurgeShard {
   uint64_t scanned = 0;
   uint64_t total = 0;
   uint64_t deleted = 0;
+  // The id of the purge command the shard ran ("id", optional: 0 for a purge started over the
+  // frame protocol, or by a node that does not know ids). A config server waiting for a purge it
+  // sent takes it as done only from a report carrying that command's id.
+  uint64_t id = 0;
   friend bool operator==(const PurgeShard&, const PurgeShard&) = default;
 };
 
 struct PurgeReport {
   std::vector<PurgeShard> shards;
   friend bool operator==(const PurgeReport&, const PurgeReport&) = default;
+};
+
+// A hash server's outbound stream (docs/design.md, "Streaming"): it sends every record it holds
+// whose id another server owns under its current table to that owner, and reports progress while
+// it runs and once when its state changes. kDone at `version`: every record this server held that
+// is not its own under table `version` has been acknowledged by its owner.
+enum class StreamState : uint8_t { kIdle = 0, kRunning = 1, kDone = 2, kCancelled = 3 };
+struct StreamTarget {
+  std::string name;      // the hash server records go to
+  uint64_t records = 0;  // records it acknowledged so far in this stream
+  friend bool operator==(const StreamTarget&, const StreamTarget&) = default;
+};
+struct StreamReport {
+  uint64_t version = 0;  // the table the stream runs (or ran) against
+  StreamState state = StreamState::kIdle;
+  uint64_t scanned = 0;   // slots examined, over all shards
+  uint64_t total = 0;     // slots to examine (an estimate until done)
+  uint64_t sent = 0;      // records acknowledged by their new owners
+  uint64_t rate = 0;      // records per second over the last second or so
+  uint64_t eta_ms = 0;    // estimated time to done (0 when not running)
+  uint64_t restarts = 0;  // times the scan started again (a newer table, a link lost)
+  std::vector<StreamTarget> targets;
+  friend bool operator==(const StreamReport&, const StreamReport&) = default;
 };
 
 // ---- config -> node ----
@@ -112,7 +142,17 @@ struct TablePush {
 struct PurgeCommand {
   frame::PurgeAction action = frame::PurgeAction::kStatus;
   uint32_t age_seconds = 0;  // "age_s": kOlderThan only
+  uint64_t id = 0;           // echoed in the purge reports of this purge ("id", optional)
   friend bool operator==(const PurgeCommand&, const PurgeCommand&) = default;
+};
+
+// Starts (or restarts from the beginning) a hash server's outbound stream once it runs table
+// `version` or newer, or cancels the one running.
+enum class StreamAction : uint8_t { kStart = 0, kCancel = 1 };
+struct StreamCommand {
+  StreamAction action = StreamAction::kStart;
+  uint64_t version = 0;
+  friend bool operator==(const StreamCommand&, const StreamCommand&) = default;
 };
 
 // The answer to a registration the config server will not take (e.g. a hash server registering an
@@ -140,8 +180,9 @@ struct AuthProof {
   friend bool operator==(const AuthProof&, const AuthProof&) = default;
 };
 
-using Message = std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush,
-                             PurgeCommand, Refused, AuthHello, AuthChallenge, AuthProof>;
+using Message =
+    std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush, PurgeCommand, Refused,
+                 AuthHello, AuthChallenge, AuthProof, StreamReport, StreamCommand>;
 
 enum class DecodeStatus : uint8_t {
   kOk,
@@ -194,6 +235,9 @@ inline constexpr std::array kRoles{Role::kHash, Role::kLogin};
 inline constexpr std::array kPurgeActions{
     frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
     frame::PurgeAction::kAll, frame::PurgeAction::kCancel};
+inline constexpr std::array kStreamStates{StreamState::kIdle, StreamState::kRunning,
+                                          StreamState::kDone, StreamState::kCancelled};
+inline constexpr std::array kStreamActions{StreamAction::kStart, StreamAction::kCancel};
 inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeState::kRunning,
                                          frame::PurgeState::kDone, frame::PurgeState::kCancelled};
 
@@ -210,6 +254,11 @@ const char* purge_action_name(frame::PurgeAction a);
 std::optional<frame::PurgeAction> parse_purge_action(std::string_view text);
 const char* purge_state_name(frame::PurgeState s);
 std::optional<frame::PurgeState> parse_purge_state(std::string_view text);
+// "idle", "running", "done", "cancelled"; "start", "cancel".
+const char* stream_state_name(StreamState s);
+const char* stream_action_name(StreamAction a);
+// A stream report as JSON, without its "type" (imctl status and the admin API show it as is).
+boost::json::object stream_report_json(const StreamReport& r);
 // The "type" of a message: "register", "heartbeat", ...
 const char* type_name(const Message& m);
 
