@@ -130,6 +130,8 @@ struct ConfigLink::State {
   std::optional<uint64_t> ack_due;
   bool heartbeat_due = false;
   std::map<uint32_t, control::PurgeShard> purge_due;  // latest progress per shard
+  control::StreamReport stream_latest;                // sent after every registration
+  bool stream_due = false;
   bool writing = false;
   Clock::time_point write_started{};
   Clock::time_point last_heartbeat{};
@@ -374,6 +376,14 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
     invoke("on_purge", [&] { cb.on_purge(*purge); });
     return true;
   }
+  if (auto* stream = std::get_if<control::StreamCommand>(&m)) {
+    if (!cb.on_stream) {
+      spdlog::debug("{}: ignoring a stream command", who());
+      return true;
+    }
+    invoke("on_stream", [&] { cb.on_stream(*stream); });
+    return true;
+  }
   reason = std::string("unexpected ") + control::type_name(m) + " message";
   failure_level = spdlog::level::err;
   return false;
@@ -452,7 +462,8 @@ asio::awaitable<void> ConfigLink::State::heartbeat_loop(std::string& reason) {
 }
 
 bool ConfigLink::State::has_output() const {
-  return auth_hello_due || register_due || (registered && (ack_due || !purge_due.empty())) ||
+  return auth_hello_due || register_due ||
+         (registered && (ack_due || !purge_due.empty() || stream_due)) ||
          (heartbeat_due && welcomed);
 }
 
@@ -470,6 +481,7 @@ void ConfigLink::State::encode_output() {
     registered = true;
     control::append_message(self, out);
     register_due = false;
+    stream_due = self.role == control::Role::kHash;
   }
   if (ack_due && registered) {
     control::append_message(control::Ack{*ack_due}, out);
@@ -481,6 +493,10 @@ void ConfigLink::State::encode_output() {
     for (const auto& entry : purge_due) report.shards.push_back(entry.second);
     purge_due.clear();
     control::append_message(report, out);
+  }
+  if (stream_due && registered) {
+    control::append_message(stream_latest, out);
+    stream_due = false;
   }
   if (heartbeat_due && welcomed) {
     control::Heartbeat hb{self.version, {}};
@@ -552,6 +568,14 @@ void ConfigLink::send_purge_report(control::PurgeReport r) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
   for (const control::PurgeShard& shard : r.shards) s.purge_due[shard.shard] = shard;
+  s.wake_writer();
+}
+
+void ConfigLink::send_stream_report(control::StreamReport r) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  State& s = *state_;
+  s.stream_latest = std::move(r);
+  s.stream_due = true;
   s.wake_writer();
 }
 

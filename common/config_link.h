@@ -62,6 +62,8 @@ class ConfigLink {
     std::function<void(control::TablePush)> on_table;
     // Hash servers start the purge and report with send_purge_report(); login servers ignore it.
     std::function<void(control::PurgeCommand)> on_purge;
+    // Hash servers start or cancel their outbound stream; login servers ignore it.
+    std::function<void(control::StreamCommand)> on_stream;
     // Sampled for each heartbeat: numbers only (other values are left out).
     std::function<boost::json::object()> stats;
     // Connected (welcomed) or disconnected: for logging and metrics.
@@ -88,6 +90,9 @@ class ConfigLink {
   // the next registration. A report written just as the connection dies is lost with it, so a hash
   // server reports periodically while a purge runs, and once when it ends.
   void send_purge_report(control::PurgeReport r);
+  // The hash server's latest stream progress: sent at once if connected, and again after every
+  // registration (so a config server that restarted, or a new session, learns it at once).
+  void send_stream_report(control::StreamReport r);
   // Sends a heartbeat now rather than at the next interval (at most one per 100 ms), e.g. after a
   // hash server answered MOVED: the config server pushes the latest table to a node that is behind.
   void heartbeat_now();

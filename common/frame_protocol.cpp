@@ -12,7 +12,7 @@ using bytes::Reader;
 
 bool known_type(uint8_t t) {
   return t >= static_cast<uint8_t>(FrameType::kHello) &&
-         t <= static_cast<uint8_t>(FrameType::kAuth);
+         t <= static_cast<uint8_t>(FrameType::kImport);
 }
 
 void put_endpoint(Appender& a, const Endpoint& e) {
@@ -116,6 +116,8 @@ const char* to_string(FrameType t) {
       return "PING";
     case FrameType::kAuth:
       return "AUTH";
+    case FrameType::kImport:
+      return "IMPORT";
   }
   return "?";
 }
@@ -219,11 +221,46 @@ DecodeStatus decode_request(const Header& h, std::span<const uint8_t> body, Requ
       out.age_seconds = r.u32();
       break;
     }
+    case FrameType::kImport: {
+      out.record_count = r.u16();
+      if (out.record_count > kMaxImportRecords) return DecodeStatus::kBadBody;
+      const size_t start = body.size() - r.left();
+      for (uint16_t i = 0; i < out.record_count && r.ok(); ++i) {
+        r.u64();
+        r.u32();
+        Endpoint e;
+        if (!get_endpoint(r, e)) return DecodeStatus::kBadBody;
+      }
+      if (!r.ok()) return DecodeStatus::kBadBody;
+      out.records = std::string_view(reinterpret_cast<const char*>(body.data()) + start,
+                                     body.size() - r.left() - start);
+      break;
+    }
     case FrameType::kStats:
     case FrameType::kPing:
       break;
   }
   return finish(r);
+}
+
+void append_import_record(const ImportRecord& record, std::vector<uint8_t>& records) {
+  Appender a(records);
+  a.u64(record.id);
+  a.u32(record.age_seconds);
+  put_endpoint(a, record.endpoint);
+}
+
+bool next_import_record(std::string_view& records, ImportRecord& out) {
+  Reader r(reinterpret_cast<const uint8_t*>(records.data()), records.size());
+  if (records.empty()) return false;
+  out.id = r.u64();
+  out.age_seconds = r.u32();
+  if (!get_endpoint(r, out.endpoint) || !r.ok()) {
+    records = {};
+    return false;
+  }
+  records.remove_prefix(records.size() - r.left());
+  return true;
 }
 
 std::optional<uint64_t> peek_request_id(const Header& h, std::span<const uint8_t> body) {
@@ -280,6 +317,7 @@ DecodeStatus decode_response(const Header& h, std::span<const uint8_t> body, Res
     case FrameType::kDelete:
     case FrameType::kPing:
     case FrameType::kAuth:
+    case FrameType::kImport:
       break;
   }
   return finish(r);
@@ -313,6 +351,10 @@ void append_request(const Request& q, std::vector<uint8_t>& out) {
     case FrameType::kPurge:
       a.u8(static_cast<uint8_t>(q.purge));
       a.u32(q.age_seconds);
+      break;
+    case FrameType::kImport:
+      a.u16(q.record_count);
+      put_bytes(a, q.records);
       break;
     case FrameType::kStats:
     case FrameType::kPing:
@@ -352,6 +394,7 @@ void append_response(const Response& s, std::vector<uint8_t>& out) {
       case FrameType::kDelete:
       case FrameType::kPing:
       case FrameType::kAuth:
+      case FrameType::kImport:
         break;
     }
   }

@@ -39,6 +39,7 @@ enum class FrameType : uint8_t {
   kPurge = 6,   // start, cancel or query a lazy purge on the shard
   kPing = 7,    // liveness probe; empty body both ways
   kAuth = 8,    // handshake with a cluster key: the client's proof (common/link_auth.h)
+  kImport = 9,  // hash server -> hash server: a batch of streamed records (docs/design.md §7)
 };
 
 // Requests about one user id (their body starts with it), which a shard routes and checks.
@@ -75,6 +76,22 @@ const char* to_string(PeerRole r);
 inline constexpr size_t kHelloAuthRequestSize = 1 + 16;
 inline constexpr size_t kHelloAuthResponseSize = 16 + 32;
 inline constexpr size_t kAuthRequestSize = 32;
+
+// IMPORT: a u16 count, then that many records, each: u64 id, u32 age_seconds, endpoint (as in
+// UPSERT). The receiver stores a record unless it holds a newer one for the id or the id was
+// deleted during the move (a tombstone); its OK carries no body.
+inline constexpr size_t kMaxImportRecords = 1024;  // 1024 x 31 bytes: well inside one frame
+struct ImportRecord {
+  uint64_t id = 0;
+  uint32_t age_seconds = 0;  // relative, so the two servers' clocks need not agree
+  Endpoint endpoint{};
+  friend bool operator==(const ImportRecord&, const ImportRecord&) = default;
+};
+// Appends one record to the records of an IMPORT being built (Request::records points at them).
+void append_import_record(const ImportRecord& record, std::vector<uint8_t>& records);
+// Reads the next record off the front of a decoded IMPORT's `records` (decode_request validated
+// them all); false when none is left.
+bool next_import_record(std::string_view& records, ImportRecord& out);
 
 enum class PurgeAction : uint8_t {
   kStatus = 0,     // only report progress
@@ -137,6 +154,8 @@ struct Request {
   // HELLO with kFlagAuth: the client nonce; AUTH: the client proof (binary, into the decoded bytes)
   std::string_view auth{};
   PurgeAction purge = PurgeAction::kStatus;  // PURGE
+  uint16_t record_count = 0;                 // IMPORT
+  std::string_view records{};                // IMPORT: the encoded records (into the decoded bytes)
   friend bool operator==(const Request&, const Request&) = default;
 };
 

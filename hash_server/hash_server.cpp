@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <map>
 
 #include "common/clock.h"
 #include "common/endpoint.h"
@@ -45,9 +46,38 @@ HashServer::HashServer(HashServerConfig config)
       signals_(ctx_, SIGINT, SIGTERM),
       reload_signal_(ctx_, SIGHUP),
       sample_timer_(ctx_) {
+  LinkSettings links;
+  links.client_name = config_.name;
+  links.role = PeerRole::kHash;
+  links.cluster_key = config_.control.cluster_key.key;
+  links.tls = config_.control.tls.context;
+  // A batch is a thousand records: give a busy target time to store it.
+  links.timeout = std::chrono::milliseconds(5000);
+  links.dead_after = std::chrono::milliseconds(10000);
+  links.max_in_flight = 256;
+  sender_ = std::make_unique<StreamSender>(ctx_, std::move(links));
+  Shard::Hooks hooks;
+  hooks.send_batch = [this](uint32_t shard, Handoff::Batch batch) {
+    asio::post(ctx_, [this, shard, batch = std::move(batch)]() mutable {
+      const uint64_t generation = batch.generation;
+      const uint16_t count = batch.count;
+      std::string target = batch.target.name;
+      sender_->send(shard, std::move(batch),
+                    [this, shard, generation, count, target = std::move(target)](bool lost) {
+                      shards_[shard]->acknowledged(generation, count, target, lost);
+                    });
+    });
+  };
+  hooks.drop_older = [this](uint32_t shard, uint64_t generation) {
+    asio::post(ctx_, [this, shard, generation] { sender_->drop_older(shard, generation); });
+  };
+  hooks.on_change = [this](ShardSnapshot snap) {
+    asio::post(ctx_, [this, snap = std::move(snap)] { on_shard_change(snap); });
+  };
   for (uint32_t i = 0; i < config_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name, config_.idle_timeout,
-                                              config_.control.tls.context));
+                                              config_.control.tls.context, hooks,
+                                              config_.stream_rate));
     ShardSnapshot empty;
     empty.shard = i;
     snapshots_.push_back(empty);
@@ -55,10 +85,76 @@ HashServer::HashServer(HashServerConfig config)
   set_router(config_.router);
 }
 
-void HashServer::set_router(std::shared_ptr<const Router> router) {
+void HashServer::set_router(std::shared_ptr<const Router> router, std::chrono::milliseconds grace) {
   table_version_ = router ? router->version() : 0;
   if (router && config_.saved) config_.saved->save(router->table());
-  for (auto& s : shards_) s->set_router(router);
+  for (auto& s : shards_) s->set_router(router, grace);
+}
+
+void HashServer::on_shard_change(const ShardSnapshot& snap) {
+  snapshots_[snap.shard] = snap;
+  if (snap.purge.state == PurgeState::kRunning || snap.purge_id != 0) purge_reporting_ = true;
+  if (control_.config_link()) control_.config_link()->send_purge_report(purge_report());
+  send_stream_report();
+}
+
+control::StreamReport HashServer::stream_report() {
+  control::StreamReport r;
+  bool any_running = false, any_cancelled = false, all_done = true, any = false;
+  uint64_t version = 0;
+  std::map<std::string, uint64_t> targets;
+  for (const auto& s : snapshots_) {
+    const Handoff::Progress& p = s.stream;
+    if (p.state == Handoff::State::kIdle) {
+      all_done = false;
+      continue;
+    }
+    any = true;
+    any_running |= p.state == Handoff::State::kRunning;
+    any_cancelled |= p.state == Handoff::State::kCancelled;
+    all_done &= p.state == Handoff::State::kDone;
+    version = version == 0 ? p.version : std::min(version, p.version);
+    r.scanned += p.scanned;
+    r.total += p.total;
+    r.sent += p.acked;
+    r.restarts += p.restarts;
+    for (const auto& [name, n] : s.stream_targets) targets[name] += n;
+  }
+  r.version = version;
+  r.state = !any            ? control::StreamState::kIdle
+            : any_running   ? control::StreamState::kRunning
+            : any_cancelled ? control::StreamState::kCancelled
+            : all_done      ? control::StreamState::kDone
+                            : control::StreamState::kRunning;  // some shards not started yet
+  for (auto& [name, n] : targets) r.targets.push_back(control::StreamTarget{name, n});
+  const int64_t now = monotonic_ns();
+  if (r.state == control::StreamState::kRunning) {
+    if (stream_state_ != control::StreamState::kRunning) {
+      stream_started_ns_ = now;
+      rate_ns_ = now;
+      rate_sent_ = r.sent;
+      stream_rate_ = 0;
+    } else if (now - rate_ns_ >= 1'000'000'000) {
+      stream_rate_ =
+          static_cast<uint64_t>(static_cast<double>(r.sent - std::min(rate_sent_, r.sent)) * 1e9 /
+                                static_cast<double>(now - rate_ns_));
+      rate_ns_ = now;
+      rate_sent_ = r.sent;
+    }
+    r.rate = stream_rate_;
+    if (r.scanned > 0 && r.total > r.scanned) {
+      const double elapsed_ms = static_cast<double>(now - stream_started_ns_) / 1e6;
+      r.eta_ms = static_cast<uint64_t>(elapsed_ms * static_cast<double>(r.total - r.scanned) /
+                                       static_cast<double>(r.scanned));
+    }
+  }
+  stream_state_ = r.state;
+  return r;
+}
+
+void HashServer::send_stream_report() {
+  control::StreamReport r = stream_report();
+  if (control_.config_link()) control_.config_link()->send_stream_report(std::move(r));
 }
 
 void HashServer::reload_table_file() {
@@ -107,6 +203,8 @@ void HashServer::sample_shards() {
       });
     });
   }
+  // Report stream progress while it runs (a state change is reported as it happens).
+  if (stream_state_ == control::StreamState::kRunning) send_stream_report();
   // Report purge progress while one runs, and once more when it ends.
   if (purge_reporting_ && control_.config_link()) {
     control_.config_link()->send_purge_report(purge_report());
@@ -123,8 +221,10 @@ void HashServer::sample_shards() {
 
 boost::json::object HashServer::stats() const {
   uint64_t records = 0, memory = 0, upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0,
-           connections = 0, bad_frames = 0, longest_turn_ns = 0;
+           connections = 0, bad_frames = 0, longest_turn_ns = 0, imported = 0, stream_sent = 0;
   for (const auto& s : snapshots_) {
+    imported += s.counters.imported;
+    stream_sent += s.stream.acked;
     longest_turn_ns = std::max(longest_turn_ns, s.turns.longest_ns);
     records += s.records;
     memory += s.memory_bytes;
@@ -146,6 +246,8 @@ boost::json::object HashServer::stats() const {
                              {"connections", connections},
                              {"bad_frames", bad_frames},
                              {"shards", snapshots_.size()},
+                             {"imported", imported},
+                             {"stream_sent", stream_sent},
                              {"longest_turn_us", longest_turn_ns / 1000}};
 }
 
@@ -153,7 +255,7 @@ control::PurgeReport HashServer::purge_report() const {
   control::PurgeReport r;
   for (const auto& s : snapshots_) {
     r.shards.push_back(control::PurgeShard{s.shard, s.purge.state, s.purge.kind, s.purge.scanned,
-                                           s.purge.total, s.purge.deleted});
+                                           s.purge.total, s.purge.deleted, s.purge_id});
   }
   return r;
 }
@@ -177,6 +279,13 @@ void HashServer::render_metrics(MetricsText& m) const {
             static_cast<double>(refused_source_cap_), {{"limit", "source"}});
   m.gauge("imhash_hash_open_connections", "TCP connections held, handshaking or bound",
           static_cast<double>(quota_.open()));
+  m.counter("imhash_stream_batches_retried_total",
+            "IMPORT batches of the outbound stream sent again (a timeout, a lost link)",
+            static_cast<double>(sender_->retries()));
+  m.gauge("imhash_stream_batches_queued", "IMPORT batches waiting to be sent or acknowledged",
+          static_cast<double>(sender_->queued()));
+  m.gauge("imhash_stream_records_per_second", "records per second the outbound stream delivers",
+          static_cast<double>(stream_rate_));
   for (const auto& s : snapshots_) {
     const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
     m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records),
@@ -214,6 +323,34 @@ void HashServer::render_metrics(MetricsText& m) const {
     m.histogram("imhash_hash_turn_seconds", "event-loop turns of the shard, by duration",
                 std::vector<double>(TurnStats::kBounds.begin(), TurnStats::kBounds.end()),
                 cumulative, s.turns.sum_s, shard);
+    m.gauge("imhash_stream_running", "1 while the shard's outbound stream runs",
+            s.stream.state == Handoff::State::kRunning ? 1 : 0, shard);
+    m.gauge("imhash_stream_version", "table version the shard's current or last stream ran against",
+            static_cast<double>(s.stream.version), shard);
+    m.gauge("imhash_stream_scanned_slots", "slots the current or last stream examined",
+            static_cast<double>(s.stream.scanned), shard);
+    m.gauge("imhash_stream_total_slots", "slots the current or last stream has to examine",
+            static_cast<double>(s.stream.total), shard);
+    m.gauge("imhash_stream_records_sent",
+            "records of the current or last stream their new owners acknowledged",
+            static_cast<double>(s.stream.acked), shard);
+    for (const auto& [result, n] : {std::pair{"stored", s.counters.imported},
+                                    std::pair{"newer", s.counters.import_skipped_newer},
+                                    std::pair{"deleted", s.counters.import_skipped_deleted},
+                                    std::pair{"wrong_shard", s.counters.import_wrong_shard}}) {
+      m.counter("imhash_import_records_total",
+                "streamed records received: stored, or skipped because the shard held a newer one, "
+                "the id was deleted during the move, or it belongs to another shard",
+                static_cast<double>(n), {{"shard", std::to_string(s.shard)}, {"result", result}});
+    }
+    m.counter("imhash_repairs_skipped_deleted_total",
+              "read repairs not stored because the id was deleted during a move",
+              static_cast<double>(s.counters.repairs_skipped_deleted), shard);
+    m.gauge("imhash_tombstones", "deletes remembered while ids may still be moving",
+            static_cast<double>(s.tombstones), shard);
+    m.counter("imhash_tombstones_dropped_total",
+              "deletes not remembered during a move because the tombstone set was full",
+              static_cast<double>(s.counters.tombstones_dropped), shard);
     m.gauge("imhash_purge_running", "1 while a purge runs on the shard",
             s.purge.state == PurgeState::kRunning ? 1 : 0, shard);
     m.gauge("imhash_purge_scanned_slots", "slots the current or last purge examined",
@@ -243,13 +380,18 @@ void HashServer::start_config_link(const std::string& advertised_address) {
       return;
     }
     const uint64_t version = push.table.version;
-    set_router(Router::compile(std::move(push.table)));
+    set_router(Router::compile(std::move(push.table)), std::chrono::milliseconds(push.grace_ms));
     spdlog::info("table version {} installed", version);
     control_.config_link()->ack(version);
   };
   cb.on_purge = [this](control::PurgeCommand cmd) {
-    for (auto& s : shards_) s->command_purge(cmd.action, cmd.age_seconds);
+    for (auto& s : shards_) s->command_purge(cmd.action, cmd.age_seconds, cmd.id);
     purge_reporting_ = true;
+  };
+  cb.on_stream = [this](control::StreamCommand cmd) {
+    spdlog::info("stream {} for table version {} asked for by the config server",
+                 control::stream_action_name(cmd.action), cmd.version);
+    for (auto& s : shards_) s->command_stream(cmd.action, cmd.version);
   };
   cb.stats = [this] { return stats(); };
   control_.start_config_link(std::move(self), std::move(cb));
@@ -299,6 +441,7 @@ void HashServer::stop() {
   reload_signal_.cancel(ec);
   sample_timer_.cancel();
   control_.stop();
+  sender_->stop();
   for (auto& s : shards_) s->stop();
 }
 

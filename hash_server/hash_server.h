@@ -17,6 +17,7 @@
 #include "common/router.h"
 #include "common/saved_table.h"
 #include "hash_server/shard.h"
+#include "hash_server/stream_sender.h"
 
 namespace imhash {
 
@@ -32,6 +33,7 @@ struct HashServerConfig {
   ConnectionQuota::Limits connection_limits;  // --max-connections, --max-connections-per-source
   std::chrono::seconds idle_timeout{60};      // --idle-timeout: a bound link silent this long
                                               // is closed (login servers ping idle links)
+  uint64_t stream_rate = 250000;  // --stream-rate: records per second streamed out (0: no limit)
 };
 
 // Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids
@@ -57,7 +59,12 @@ class HashServer {
   void stop();
   // Installs a table (main thread): new handshakes report its version, shards judge ownership;
   // with --state-dir it is saved there too.
-  void set_router(std::shared_ptr<const Router> router);
+  void set_router(std::shared_ptr<const Router> router,
+                  std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  // A shard's fresh snapshot after a purge or its stream started or ended: reported at once.
+  void on_shard_change(const ShardSnapshot& snap);
+  control::StreamReport stream_report();
+  void send_stream_report();
   // SIGHUP: installs the table file's version if it is valid and newer, as a pushed one would be;
   // otherwise logs why and keeps the table it has.
   void reload_table_file();
@@ -87,6 +94,12 @@ class HashServer {
   boost::asio::steady_timer sample_timer_;
   std::vector<ShardSnapshot> snapshots_;  // the latest of each shard
   bool purge_reporting_ = false;          // a purge ran since the last report
+  std::unique_ptr<StreamSender> sender_;  // the outbound stream's links
+  control::StreamState stream_state_ = control::StreamState::kIdle;  // as last reported
+  int64_t stream_started_ns_ = 0;
+  uint64_t rate_sent_ = 0;  // records acked at rate_ns_, for the rate
+  int64_t rate_ns_ = 0;
+  uint64_t stream_rate_ = 0;  // records per second, measured
   bool stopping_ = false;
 };
 

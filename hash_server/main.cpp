@@ -33,7 +33,10 @@ int hash_server_main(int argc, char** argv) {
                 "opens threads x shards links to each hash server")(
       "idle-timeout", boost::program_options::value<uint32_t>()->default_value(60),
       "seconds a bound link may stay silent before it is closed (login servers ping idle links "
-      "every few seconds; 0: never)");
+      "every few seconds; 0: never)")(
+      "stream-rate", boost::program_options::value<uint64_t>()->default_value(250000),
+      "records per second this server streams to their new owners when ids move away from it "
+      "(a table change, a drain), over all its shards; 0: as fast as the links go");
   NodeControl::add_options(opts,
                            "config server HOST:PORT: register there, receive tables and purge "
                            "commands; with --table too, the file is the starting table until the "
@@ -60,6 +63,7 @@ int hash_server_main(int argc, char** argv) {
   config.connection_limits.total = opts.get<size_t>("max-connections");
   config.connection_limits.per_source = opts.get<size_t>("max-connections-per-source");
   config.idle_timeout = std::chrono::seconds(opts.get<uint32_t>("idle-timeout"));
+  config.stream_rate = opts.get<uint64_t>("stream-rate");
   if (config.control.advertise_host.empty() && config.control.has_config_server() &&
       is_unspecified_host(listen.host)) {
     throw UsageError("--listen " + opts.get<std::string>("listen") +

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/clock.h"
 #include "common/endpoint.h"
 #include "common/shard_map.h"
 
@@ -28,18 +29,26 @@ constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
 // Frames whose records are prefetched before the first of them is handled: enough to overlap the
 // misses of one pipelined batch, few enough that the slots are still cached when their turn comes.
 constexpr size_t kPrefetchBatch = 32;
+// Slots a stream step examines: like a purge step, tens of microseconds.
+constexpr size_t kStreamStepSlots = 4096;
+// IMPORT batches of one shard in flight at once: enough to keep the links busy (16 x 1024
+// records), few enough that a slow target holds little memory.
+constexpr uint32_t kStreamWindow = 16;
 
 uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
 
 }  // namespace
 
 Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name,
-             std::chrono::seconds idle_timeout, std::shared_ptr<asio::ssl::context> tls)
+             std::chrono::seconds idle_timeout, std::shared_ptr<asio::ssl::context> tls,
+             Hooks hooks, uint64_t stream_rate)
     : index_(index),
       shard_count_(shard_count),
       server_name_(std::move(server_name)),
       idle_timeout_(idle_timeout),
       tls_(std::move(tls)),
+      hooks_(std::move(hooks)),
+      stream_rate_(static_cast<double>(stream_rate) / shard_count),
       work_(ctx_.get_executor()) {}
 
 void Shard::start() {
@@ -78,6 +87,8 @@ void Shard::schedule_idle_sweep() {
   idle_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
     const uint32_t now = unix_now();
+    now_ = std::max(now_, now);
+    expire_tombstones();
     boost::system::error_code ignored;
     for (Connection* c : connections_) {
       if (now <= c->last_active_s ||
@@ -92,11 +103,27 @@ void Shard::schedule_idle_sweep() {
   });
 }
 
-void Shard::set_router(std::shared_ptr<const Router> router) {
-  asio::post(ctx_, [this, router = std::move(router)]() mutable {
+void Shard::set_router(std::shared_ptr<const Router> router, std::chrono::milliseconds grace) {
+  asio::post(ctx_, [this, router = std::move(router), grace]() mutable {
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
+    const bool changed = !router_ || !router || router->version() != router_->version();
     router_ = std::move(router);
     self_index_ = router_ ? router_->table().server_index(server_name_) : -1;
+    if (!changed) return;
+    // Ids may be moving: remember deletes until every login server has stopped reading the old
+    // owners and streams have had time to arrive.
+    const uint32_t now = unix_now();
+    const auto grace_s =
+        static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(grace).count());
+    tombstone_until_ = std::max(tombstone_until_, now + grace_s + kTombstoneSlackS);
+    if (handoff_.running()) {
+      // Complete under the newest table: scan again against it.
+      handoff_.start(router_, self_index_, store_, /*fresh=*/false);
+      if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
+      schedule_stream_step();
+    } else {
+      maybe_start_stream();
+    }
   });
 }
 
@@ -105,6 +132,8 @@ void Shard::stop() {
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
     stopping_ = true;
     purge_.cancel();
+    handoff_.cancel();
+    stream_timer_.cancel();
     boost::system::error_code ec;
     // A pending read then completes with end-of-file; each connection writes what it owes and
     // closes.
@@ -269,8 +298,15 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
       ++counters_.upserts;
       const uint32_t seen = now_ >= q.age_seconds ? now_ - q.age_seconds : 0;
       if (q.flags & kFlagIfAbsent) {
-        store_.insert_if_absent(q.id, q.endpoint.unmapped(), seen);
+        // A read repair copies the old owner's record; if the user logged out meanwhile, the
+        // copy is stale and must not bring them back.
+        if (deleted_in_move(q.id)) {
+          ++counters_.repairs_skipped_deleted;
+        } else {
+          store_.insert_if_absent(q.id, q.endpoint.unmapped(), seen);
+        }
       } else {
+        if (!tombstones_.empty()) tombstones_.erase(q.id);  // logged in again
         store_.upsert(q.id, q.endpoint.unmapped(), seen);
       }
       break;
@@ -288,7 +324,11 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
     }
     case FrameType::kDelete:
       ++counters_.deletes;
+      remember_delete(q.id, q);
       if (!store_.erase(q.id)) r.status = FrameStatus::kNotFound;
+      break;
+    case FrameType::kImport:
+      handle_import(q);
       break;
     case FrameType::kStats:
       fill_stats(r);
@@ -304,16 +344,72 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
 }
 
 void Shard::handle_purge(const Request& q, Response& r) {
-  start_purge(q.purge, q.age_seconds);
+  start_purge(q.purge, q.age_seconds, 0);
   r.purge = purge_.progress();
 }
 
-void Shard::start_purge(PurgeAction action, uint32_t age_seconds) {
+void Shard::remember_delete(uint64_t id, const Request& q) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  // A sender with a newer table than ours announces a change we have not installed yet: ids may
+  // be on their way to us already.
+  if (router_ && q.table_version > router_->version()) {
+    tombstone_until_ = std::max(tombstone_until_, now_ + kTombstoneSlackS);
+  }
+  if (now_ >= tombstone_until_) {
+    expire_tombstones();
+    return;
+  }
+  if (tombstones_.size() >= kMaxTombstones && !tombstones_.count(id)) {
+    ++counters_.tombstones_dropped;
+    return;
+  }
+  tombstones_[id] = now_;
+}
+
+void Shard::expire_tombstones() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (now_ >= tombstone_until_ && !tombstones_.empty()) {
+    std::unordered_map<uint64_t, uint32_t>().swap(tombstones_);  // give the memory back
+  }
+}
+
+void Shard::handle_import(const Request& q) {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  // Records are arriving: keep remembering deletes a while after the last batch.
+  tombstone_until_ = std::max(tombstone_until_, now_ + kTombstoneSlackS);
+  std::string_view records = q.records;
+  ImportRecord rec;
+  while (next_import_record(records, rec)) {
+    if (shard_of(rec.id, shard_count_) != index_) {
+      ++counters_.import_wrong_shard;
+      continue;
+    }
+    if (deleted_in_move(rec.id)) {
+      ++counters_.import_skipped_deleted;
+      continue;
+    }
+    const uint32_t seen = now_ >= rec.age_seconds ? now_ - rec.age_seconds : 0;
+    RecordStore::Record have;
+    // A write that reached us directly (a login after the change) is at least as new as any copy
+    // streamed from the old owner.
+    if (store_.get(rec.id, have) && have.last_seen >= seen) {
+      ++counters_.import_skipped_newer;
+      continue;
+    }
+    store_.upsert(rec.id, rec.endpoint.unmapped(), seen);
+    ++counters_.imported;
+  }
+}
+
+void Shard::start_purge(PurgeAction action, uint32_t age_seconds, uint64_t id) {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
   if (action == PurgeAction::kCancel) {
     purge_.cancel();
+    notify_change();
   } else if (action != PurgeAction::kStatus) {
     purge_.start(action, age_seconds, store_);
+    purge_id_ = id;
+    notify_change();
     spdlog::info("shard {}: purge {} started ({} slots)", index_,
                  action == PurgeAction::kAll        ? "all"
                  : action == PurgeAction::kNotOwned ? "not-owned"
@@ -323,24 +419,145 @@ void Shard::start_purge(PurgeAction action, uint32_t age_seconds) {
   }
 }
 
-void Shard::command_purge(PurgeAction action, uint32_t age_seconds) {
-  asio::post(ctx_, [this, action, age_seconds] { start_purge(action, age_seconds); });
+void Shard::command_purge(PurgeAction action, uint32_t age_seconds, uint64_t id) {
+  asio::post(ctx_, [this, action, age_seconds, id] { start_purge(action, age_seconds, id); });
+}
+
+ShardSnapshot Shard::take_snapshot() const {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  ShardSnapshot s;
+  s.shard = index_;
+  s.records = store_.size();
+  s.memory_bytes = store_.memory_bytes();
+  s.connections = connections_.size();
+  s.tls_connections = tls_connections_;
+  s.counters = counters_;
+  s.purge = purge_.progress();
+  s.purge_id = purge_id_;
+  s.stream = handoff_.progress();
+  s.stream_targets = handoff_.targets();
+  s.tombstones = tombstones_.size();
+  s.turns = turns_;
+  return s;
+}
+
+void Shard::notify_change() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (hooks_.on_change) hooks_.on_change(take_snapshot());
 }
 
 void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
-  asio::post(ctx_, [this, done = std::move(done)] {
+  asio::post(ctx_, [this, done = std::move(done)] { done(take_snapshot()); });
+}
+
+void Shard::command_stream(control::StreamAction action, uint64_t version) {
+  asio::post(ctx_, [this, action, version] {
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
-    ShardSnapshot s;
-    s.shard = index_;
-    s.records = store_.size();
-    s.memory_bytes = store_.memory_bytes();
-    s.connections = connections_.size();
-    s.tls_connections = tls_connections_;
-    s.counters = counters_;
-    s.purge = purge_.progress();
-    s.turns = turns_;
-    done(s);
+    if (stopping_) return;
+    if (action == control::StreamAction::kCancel) {
+      stream_wanted_ = 0;
+      if (!handoff_.running()) return;
+      handoff_.cancel();
+      if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
+      spdlog::info("shard {}: stream cancelled", index_);
+      notify_change();
+      return;
+    }
+    stream_wanted_ = std::max<uint64_t>(version, 1);
+    maybe_start_stream();
   });
+}
+
+void Shard::maybe_start_stream() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (stream_wanted_ == 0 || stopping_) return;
+  // Without a table this server owns every id: nothing to move, and nothing to wait for unless a
+  // version was named.
+  const uint64_t have = router_ ? router_->version() : 0;
+  if (have < stream_wanted_ && router_) return;  // starts when that table arrives
+  if (!router_ && stream_wanted_ > 1) return;
+  stream_wanted_ = 0;
+  handoff_.start(router_, self_index_, store_, /*fresh=*/true);
+  if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
+  spdlog::info("shard {}: stream started against table version {} ({} records to examine)", index_,
+               have, store_.size());
+  notify_change();
+  schedule_stream_step();
+}
+
+void Shard::acknowledged(uint64_t generation, uint16_t records, std::string target,
+                         bool link_lost) {
+  asio::post(ctx_, [this, generation, records, target = std::move(target), link_lost] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
+    const bool was_scanning = handoff_.scanning();
+    handoff_.acknowledged(generation, records, target, link_lost);
+    if (!handoff_.running()) {
+      spdlog::info("shard {}: stream done: {} records handed to their owners", index_,
+                   handoff_.progress().acked);
+      notify_change();
+      return;
+    }
+    if (!was_scanning && handoff_.scanning()) {
+      spdlog::warn("shard {}: a link broke during the stream; sending everything again", index_);
+      if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
+    }
+    schedule_stream_step();
+  });
+}
+
+void Shard::schedule_stream_step() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (stream_scheduled_ || !handoff_.scanning() || stopping_) return;
+  if (handoff_.progress().in_flight >= kStreamWindow) return;  // an acknowledgement resumes it
+  if (stream_rate_ > 0) {
+    const int64_t now = monotonic_ns();
+    if (stream_refill_ns_ == 0) stream_refill_ns_ = now;
+    // A bucket of 100 ms worth (at least one batch), refilled at the rate.
+    const double burst = std::max(stream_rate_ / 10, static_cast<double>(kMaxImportRecords));
+    stream_tokens_ = std::min(
+        burst, stream_tokens_ + stream_rate_ * static_cast<double>(now - stream_refill_ns_) / 1e9);
+    stream_refill_ns_ = now;
+    if (stream_tokens_ < 0) {
+      stream_scheduled_ = true;
+      const auto wait = std::chrono::nanoseconds(
+          static_cast<int64_t>(-stream_tokens_ / stream_rate_ * 1e9) + 1'000'000);
+      stream_timer_.expires_after(wait);
+      stream_timer_.async_wait([this](const boost::system::error_code& ec) {
+        stream_scheduled_ = false;
+        if (!ec) schedule_stream_step();
+      });
+      return;
+    }
+  }
+  stream_scheduled_ = true;
+  // Posted, like a purge step: requests already queued run first.
+  asio::post(ctx_, [this] {
+    stream_scheduled_ = false;
+    stream_step();
+  });
+}
+
+void Shard::stream_step() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (!handoff_.scanning() || stopping_) return;
+  size_t cut = 0;
+  {
+    const TurnTimer turn(turns_);
+    now_ = unix_now();
+    cut = handoff_.step(store_, kStreamStepSlots, now_, cut_);
+  }
+  stream_tokens_ -= static_cast<double>(cut);
+  for (Handoff::Batch& b : cut_) {
+    if (hooks_.send_batch) hooks_.send_batch(index_, std::move(b));
+  }
+  cut_.clear();
+  if (!handoff_.running()) {  // nothing was left to send
+    spdlog::info("shard {}: stream done: {} records handed to their owners", index_,
+                 handoff_.progress().acked);
+    notify_change();
+    return;
+  }
+  schedule_stream_step();
 }
 
 void Shard::schedule_purge_step() {
@@ -359,6 +576,7 @@ void Shard::schedule_purge_step() {
     if (!purge_.running()) {
       spdlog::info("shard {}: purge finished, {} records deleted", index_,
                    purge_.progress().deleted);
+      notify_change();
     }
     schedule_purge_step();
   });

@@ -14,13 +14,16 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "common/connection_quota.h"
+#include "common/control_protocol.h"
 #include "common/frame_protocol.h"
 #include "common/router.h"
 #include "common/thread_check.h"
+#include "hash_server/handoff.h"
 #include "hash_server/purge.h"
 #include "hash_server/record_store.h"
 #include "hash_server/turn_stats.h"
@@ -30,6 +33,12 @@ namespace imhash {
 struct ShardCounters {
   uint64_t upserts = 0, gets = 0, deletes = 0, moved = 0, purged = 0, bad_frames = 0;
   uint64_t tls_failures = 0;  // TLS handshakes that failed or timed out
+  // Streaming in: records stored from IMPORTs, and those skipped (the shard held a newer record,
+  // the id was deleted during the move, or it belongs to another shard).
+  uint64_t imported = 0, import_skipped_newer = 0, import_skipped_deleted = 0;
+  uint64_t import_wrong_shard = 0;
+  uint64_t repairs_skipped_deleted = 0;  // read repairs of ids deleted during a move
+  uint64_t tombstones_dropped = 0;       // deletes not remembered: the tombstone set was full
 };
 
 // A copy of a shard's figures, taken on its thread and handed to the control thread.
@@ -41,6 +50,10 @@ struct ShardSnapshot {
   uint64_t tls_connections = 0;  // of those, the ones over TLS
   ShardCounters counters;
   frame::PurgeProgress purge;
+  uint64_t purge_id = 0;  // the config server's id of the purge in `purge` (0: none)
+  Handoff::Progress stream;
+  std::vector<std::pair<std::string, uint64_t>> stream_targets;  // records acked per target
+  uint64_t tombstones = 0;
   TurnStats turns;
 };
 
@@ -48,12 +61,24 @@ class Shard {
  public:
   using tcp = boost::asio::ip::tcp;
 
+  // What the shard hands to its server's main thread. Each runs on the shard's thread and must
+  // post its work to the main thread itself.
+  struct Hooks {
+    // A batch of the outbound stream, for the stream sender; it answers with acknowledged().
+    std::function<void(uint32_t shard, Handoff::Batch)> send_batch;
+    // The stream restarted or was cancelled: queued batches of older generations are moot.
+    std::function<void(uint32_t shard, uint64_t generation)> drop_older;
+    // A purge or the stream started or ended: a fresh snapshot, so reports never lag behind.
+    std::function<void(ShardSnapshot)> on_change;
+  };
+
   // `idle_timeout`: a connection that sends nothing for this long is closed (0: never). `tls`:
   // every adopted connection runs the TLS server handshake with it, then speaks frames over TLS
-  // (null: plain TCP).
+  // (null: plain TCP). `stream_rate`: records per second this shard streams out (0: no limit).
   Shard(uint32_t index, uint32_t shard_count, std::string server_name,
         std::chrono::seconds idle_timeout = std::chrono::seconds(0),
-        std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+        std::shared_ptr<boost::asio::ssl::context> tls = nullptr, Hooks hooks = {},
+        uint64_t stream_rate = 0);
   // A TLS handshake that has not completed after this long is dropped.
   static constexpr std::chrono::seconds kTlsHandshakeTimeout{5};
   Shard(const Shard&) = delete;
@@ -68,13 +93,24 @@ class Shard {
   // listener's quota until it closes.
   void adopt(tcp::socket::protocol_type protocol, tcp::socket::native_handle_type fd,
              std::vector<uint8_t> leftover, ConnectionQuota::Ticket ticket = {});
-  void set_router(std::shared_ptr<const Router> router);
+  // `grace`: how long login servers may still read the old owners (the push's grace_ms); deletes
+  // are remembered that long (and kTombstoneSlack more) so no streamed copy or read repair brings
+  // a logged-out user back.
+  void set_router(std::shared_ptr<const Router> router,
+                  std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  static constexpr uint32_t kTombstoneSlackS = 60;
+  static constexpr size_t kMaxTombstones = size_t{1} << 20;
   // Stops reading from every connection, answers what was read, closes, and lets the thread end.
   // A peer that does not read its answers is cut off after kStopGrace, so the shard always ends.
   void stop();
   static constexpr std::chrono::seconds kStopGrace{2};
   // Starts or cancels a purge on this shard (from the config server, through the control thread).
-  void command_purge(frame::PurgeAction action, uint32_t age_seconds);
+  void command_purge(frame::PurgeAction action, uint32_t age_seconds, uint64_t id = 0);
+  // Starts the outbound stream once the shard runs table `version` or newer (from the beginning,
+  // if one runs), or cancels it.
+  void command_stream(control::StreamAction action, uint64_t version);
+  // The stream sender's acknowledgement of a batch (any thread).
+  void acknowledged(uint64_t generation, uint16_t records, std::string target, bool link_lost);
   // Takes a snapshot on the shard's thread and passes it to `done` there; `done` must hand it back
   // to its own thread (post) itself.
   void snapshot(std::function<void(ShardSnapshot)> done);
@@ -102,7 +138,19 @@ class Shard {
   // Decodes and answers one request; returns false when the frame is malformed (close the link).
   bool handle(const frame::Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out);
   void handle_purge(const frame::Request& q, frame::Response& r);
-  void start_purge(frame::PurgeAction action, uint32_t age_seconds);
+  void handle_import(const frame::Request& q);
+  void start_purge(frame::PurgeAction action, uint32_t age_seconds, uint64_t id);
+  // Deletes are remembered (tombstones) while a move may still bring the id back.
+  void remember_delete(uint64_t id, const frame::Request& q);
+  bool deleted_in_move(uint64_t id) const {
+    return !tombstones_.empty() && tombstones_.count(id) != 0;
+  }
+  void expire_tombstones();
+  void maybe_start_stream();
+  void schedule_stream_step();
+  void stream_step();
+  void notify_change();
+  ShardSnapshot take_snapshot() const;
   void fill_stats(frame::Response& r) const;
   void schedule_purge_step();
   Purge::Context purge_context() const;
@@ -114,6 +162,8 @@ class Shard {
   const std::string server_name_;
   const std::chrono::seconds idle_timeout_;
   const std::shared_ptr<boost::asio::ssl::context> tls_;
+  const Hooks hooks_;
+  const double stream_rate_;  // records per second, this shard's share (0: no limit)
 
   boost::asio::io_context ctx_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
@@ -123,7 +173,17 @@ class Shard {
   // Owned by the shard thread.
   RecordStore store_;
   Purge purge_;
+  uint64_t purge_id_ = 0;
   bool purge_scheduled_ = false;
+  Handoff handoff_;
+  uint64_t stream_wanted_ = 0;  // a stream start waiting for this table version (0: none)
+  bool stream_scheduled_ = false;
+  double stream_tokens_ = 0;  // the rate limit's bucket, in records
+  int64_t stream_refill_ns_ = 0;
+  boost::asio::steady_timer stream_timer_{ctx_};
+  std::vector<Handoff::Batch> cut_;                    // reused by stream steps
+  std::unordered_map<uint64_t, uint32_t> tombstones_;  // id -> when deleted
+  uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
   std::shared_ptr<const Router> router_;
   int self_index_ = -1;
   uint32_t now_ = 0;  // Unix seconds, refreshed once per batch

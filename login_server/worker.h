@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "login_server/hash_link.h"
+#include "common/hash_link.h"
 #include "login_server/login_counters.h"
 #include "login_server/request_flow.h"
 #include "login_server/routing_state.h"

@@ -1,4 +1,4 @@
-#include "login_server/pending_table.h"
+#include "common/pending_table.h"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
-// udp_sim: the UDP client simulator imhash is load-tested with (docs/design.md §7). Options glue only: the
-// work is in LoadDriver (sockets, pacing, retries), UserModel (users, verification) and report.h
-// (output, the JSON fields and the exit status).
+// udp_sim: the UDP client simulator imhash is load-tested with (docs/design.md §7). Options glue
+// only: the work is in LoadDriver (sockets, pacing, retries), UserModel (users, verification) and
+// report.h (output, the JSON fields and the exit status).
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -123,6 +123,13 @@ SimConfig read_config(const Options& opts) {
         "or --echo");
   }
   if (c.storm && c.warmup_s > 0) throw UsageError("--storm and --warmup exclude each other");
+  c.lookup_only = opts.get<bool>("lookup-only");
+  if (c.lookup_only && !c.storm) throw UsageError("--lookup-only needs --storm");
+  if (c.lookup_only && c.observed) {
+    throw UsageError(
+        "--lookup-only and --observed exclude each other (a new run's sockets have "
+        "other addresses)");
+  }
   c.busy_wait = opts.get<bool>("busy-wait");
   c.json = opts.get<bool>("json");
   if (opts.has("csv")) {
@@ -170,6 +177,10 @@ int sim_main(int argc, char** argv) {
       "then, once every LOGIN has ended, every user is looked up once; the run ends when the last "
       "LOOKUP ends (--duration bounds it). With --verify, a LOOKUP of a user whose LOGIN was "
       "answered OK must find its endpoint (verify_failed: users lost)")(
+      "lookup-only", po::bool_switch(),
+      "with --storm: send no LOGIN; every user counts as logged in by an earlier --storm run with "
+      "the same --first-user and --ipv6-percent, and is looked up once (with --verify: each must "
+      "be found with its endpoint; verify_failed counts the users lost since)")(
       "busy-wait", po::bool_switch(),
       "poll for replies and due times instead of sleeping: finer pacing and timing (a sleep "
       "wakes late, and open loop charges that to the server), at the cost of a whole core; give "
@@ -196,6 +207,7 @@ int sim_main(int argc, char** argv) {
       .verify = config.verify,
       .seed = config.seed,
       .storm = config.storm,
+      .lookup_only = config.lookup_only,
   });
   spdlog::info(
       "{} users against {}{}, {} for {} s{}{}, seed {}", config.users, sockets.target().to_string(),

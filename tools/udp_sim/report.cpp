@@ -151,7 +151,10 @@ std::string summary_text(const RunSummary& s) {
   out += "udp_sim summary: " + u64(cfg.users) + " users (ids " + u64(cfg.first_user) + ".." +
          u64(cfg.first_user + cfg.users - 1) + ") against " + s.target + ", " + mode + ", " +
          u64(cfg.sockets) + " sockets, seed " + u64(cfg.seed) + (cfg.echo ? ", echo target" : "") +
-         (cfg.storm ? ", login storm" : "") + "\n";
+         (cfg.lookup_only ? ", lookups only"
+          : cfg.storm     ? ", login storm"
+                          : "") +
+         "\n";
   if (cfg.warmup_s > 0) {
     out += format("  figures leave out a %.1f s warm-up before the measured %.1f s\n", cfg.warmup_s,
                   cfg.duration_s);
@@ -221,6 +224,7 @@ boost::json::object summary_json(const RunSummary& s) {
   o["observed"] = cfg.observed;
   o["echo"] = cfg.echo;
   o["storm"] = cfg.storm;
+  o["lookup_only"] = cfg.lookup_only;
   o["warmup_s"] = cfg.warmup_s;
   o["duration_s"] = cfg.duration_s;
   o["elapsed_s"] = s.elapsed_s;

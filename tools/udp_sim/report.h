@@ -8,9 +8,9 @@
 //
 // JSON summary fields (counts are totals over the run):
 //   target, users, first_user, sockets, mode ("closed"|"open"), window, rate, mix, seed,
-//   timeout_ms, retries, observed, echo, storm, warmup_s (left out of every figure below),
-//   duration_s (asked, measured), elapsed_s (measured part), interrupted (SIGINT/SIGTERM), requests
-//   (distinct requests sent), retries_sent (re-sends), replies (requests answered),
+//   timeout_ms, retries, observed, echo, storm, lookup_only, warmup_s (left out of every figure
+//   below), duration_s (asked, measured), elapsed_s (measured part), interrupted (SIGINT/SIGTERM),
+//   requests (distinct requests sent), retries_sent (re-sends), replies (requests answered),
 //   no_reply (every try timed out), abandoned (unanswered at the end), unsent (open loop: due but
 //   never sent), requests_per_s (replies / elapsed_s),
 //   status {OK, NOT_FOUND, BAD_REQUEST, UNAVAILABLE, TIMEOUT, UNAUTHORIZED, RATE_LIMITED,

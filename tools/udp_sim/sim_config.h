@@ -61,6 +61,10 @@ struct SimConfig {
   // has ended, each user is looked up once; the run ends when the last LOOKUP ends (or at the
   // duration). The --mix is not used. Closed loop only.
   bool storm = false;
+  // --lookup-only (with --storm): no LOGINs; every user counts as logged in with the endpoint a
+  // storm of the same --first-user and --ipv6-percent registered, and is looked up once: "are the
+  // users an earlier run logged in all still there?" (after a move, a restart, a purge).
+  bool lookup_only = false;
   // --busy-wait: wait for due times and replies by polling instead of sleeping in ppoll. A timed
   // sleep wakes late by the machine's wake-up latency (~75 us on the development VM), which open
   // loop charges to the server; polling takes a whole core instead, which on a host with no core
@@ -68,8 +72,9 @@ struct SimConfig {
   bool busy_wait = false;
   bool json = false;
   std::string csv;  // --csv FILE: one row per progress line (per second); empty: none
-  // Authentication (docs/design.md §6): with --auth-key-file, the key (read at start-up); LoadDriver
-  // then puts a TOKEN (TokenSource) into every LOGIN, HEARTBEAT and LOGOUT. Empty: no tokens.
+  // Authentication (docs/design.md §6): with --auth-key-file, the key (read at start-up);
+  // LoadDriver then puts a TOKEN (TokenSource) into every LOGIN, HEARTBEAT and LOGOUT. Empty: no
+  // tokens.
   std::vector<uint8_t> auth_key;
 
   bool open_loop() const { return rate > 0; }

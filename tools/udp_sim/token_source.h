@@ -1,9 +1,9 @@
-// TokenSource: the authentication tokens (docs/design.md §6) udp_sim puts into LOGIN, HEARTBEAT and LOGOUT
-// when run with --auth-key-file. One token per user, made on the user's first request and kept in
-// a table allocated once at construction (20 bytes a user), so the hot path allocates nothing and
-// computes at most one HMAC per user (with one keyed TokenMac); a token is made anew (valid for
-// another hour) once it has less than kRenewBefore seconds left, so runs longer than an hour keep
-// working.
+// TokenSource: the authentication tokens (docs/design.md §6) udp_sim puts into LOGIN, HEARTBEAT and
+// LOGOUT when run with --auth-key-file. One token per user, made on the user's first request and
+// kept in a table allocated once at construction (20 bytes a user), so the hot path allocates
+// nothing and computes at most one HMAC per user (with one keyed TokenMac); a token is made anew
+// (valid for another hour) once it has less than kRenewBefore seconds left, so runs longer than an
+// hour keep working.
 //
 // Not thread-safe: used on the LoadDriver's thread.
 #pragma once

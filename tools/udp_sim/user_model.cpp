@@ -37,6 +37,10 @@ UserModel::UserModel(Config config)
   if (config_.sockets == 0) config_.sockets = 1;
   mix_total_ = config_.mix.total();
   failures_.reserve(kMaxFailures);
+  if (config_.storm && config_.lookup_only) {
+    for (User& u : users_) u.state = UserState::kLoggedIn;
+    next_login_ = logins_ended_ = static_cast<uint32_t>(users_.size());
+  }
 }
 
 std::optional<Endpoint> UserModel::endpoint_to_send(uint32_t user) const {

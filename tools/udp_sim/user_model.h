@@ -83,6 +83,8 @@ class UserModel {
     // A login storm (SimConfig::storm): every user's LOGIN in id order, then, once all of them
     // have ended, one LOOKUP of each user in id order, then nothing.
     bool storm = false;
+    // With storm: skip the LOGINs; every user is taken as logged in (SimConfig::lookup_only).
+    bool lookup_only = false;
   };
 
   explicit UserModel(Config config);

@@ -1,9 +1,10 @@
 // HashLink: one persistent, pipelined TCP connection (TLS over it with --tls-cert) from a login
-// worker to one shard of one hash server (docs/design.md, "Links"; frames in docs/protocol.md). A
-// correlation-id transport: it queues frames, writes everything queued with one system call per
-// burst, matches answers to the caller's tokens in any order, and reports each frame's fate once —
-// an answer, TIMEOUT when its deadline passes, or UNAVAILABLE when the connection is lost. It knows
-// nothing of what the requests mean (login_server/request_flow.h does).
+// worker (or a hash server's stream sender) to one shard of one hash server (docs/design.md,
+// "Links"; frames in docs/protocol.md). A correlation-id transport: it queues frames, writes
+// everything queued with one system call per burst, matches answers to the caller's tokens in any
+// order, and reports each frame's fate once — an answer, TIMEOUT when its deadline passes, or
+// UNAVAILABLE when the connection is lost. It knows nothing of what the requests mean
+// (login_server/request_flow.h does).
 //
 // It reconnects with exponential back-off and jitter. A connection that stays open but stops
 // answering is marked down and probed (reconnect + HELLO) when it has gone silent: at least
@@ -25,10 +26,10 @@
 #include "common/backoff.h"
 #include "common/client_protocol.h"
 #include "common/frame_protocol.h"
+#include "common/pending_table.h"
 #include "common/routing_table.h"
 #include "common/stream_buffer.h"
 #include "common/thread_check.h"
-#include "login_server/pending_table.h"
 
 namespace imhash {
 
@@ -42,6 +43,8 @@ struct LinkSettings {
   uint32_t down_after_timeouts = 3;
   std::chrono::milliseconds dead_after{1000};
   std::string client_name = "login";
+  // Who dials: a login server, or a hash server streaming records (the proofs bind it).
+  frame::PeerRole role = frame::PeerRole::kLogin;
   // --cluster-key-file: prove it to each hash server and make it prove it back; empty: no proof.
   std::vector<uint8_t> cluster_key;
   // --tls-cert, --tls-key, --tls-ca (common/tls_options.h): after the handshake's answers each

@@ -1,4 +1,4 @@
-#include "login_server/hash_link.h"
+#include "common/hash_link.h"
 
 #include <spdlog/spdlog.h>
 
@@ -203,7 +203,7 @@ asio::awaitable<bool> HashLink::connect_once() {
   // to the other); a frozen server answers nothing, so it is under the same deadline.
   const bool keyed = !settings_.cluster_key.empty();
   link_auth::Transcript transcript{.link = "hash",
-                                   .client_role = to_string(PeerRole::kLogin),
+                                   .client_role = to_string(settings_.role),
                                    .client_name = settings_.client_name,
                                    .server_name = server_.name};
   Request hello{.type = FrameType::kHello, .protocol_version = kProtocolVersion};
@@ -217,7 +217,7 @@ asio::awaitable<bool> HashLink::connect_once() {
     }
     transcript.client_nonce = *nonce;
     hello.flags = kFlagAuth;
-    hello.role = PeerRole::kLogin;
+    hello.role = settings_.role;
     hello.auth = std::string_view(reinterpret_cast<const char*>(nonce->data()), nonce->size());
   }
   const bool tls = settings_.tls != nullptr;

@@ -1,0 +1,146 @@
+#include "hash_server/handoff.h"
+
+#include <algorithm>
+
+#include "common/shard_map.h"
+
+namespace imhash {
+
+const char* to_string(Handoff::State s) {
+  switch (s) {
+    case Handoff::State::kIdle:
+      return "idle";
+    case Handoff::State::kRunning:
+      return "running";
+    case Handoff::State::kDone:
+      return "done";
+    case Handoff::State::kCancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+void Handoff::start(std::shared_ptr<const Router> router, int self_index, const RecordStore& store,
+                    bool fresh) {
+  const bool restart = !fresh && progress_.state == State::kRunning;
+  router_ = std::move(router);
+  self_index_ = self_index;
+  store_ = &store;
+  const uint64_t acked = restart ? progress_.acked : 0;
+  const uint64_t restarts = restart ? progress_.restarts + 1 : 0;
+  if (!restart) targets_.clear();
+  progress_ = Progress{};
+  progress_.state = State::kRunning;
+  progress_.version = router_ ? router_->version() : 0;
+  progress_.acked = acked;
+  progress_.restarts = restarts;
+  rescan_ = false;
+  restart_scan();
+}
+
+void Handoff::restart_scan() {
+  ++generation_;
+  progress_.in_flight = 0;  // batches of older generations no longer count
+  progress_.scanned = 0;
+  progress_.total = store_ ? store_->capacity() : 0;
+  cursor_ = RecordStore::ScanCursor{};
+  first_buffer_.clear();
+  buffers_.clear();
+  if (!router_) {  // no table: this server owns every id, nothing moves
+    cursor_.done = true;
+    maybe_finish();
+    return;
+  }
+  const auto& servers = router_->table().servers;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    first_buffer_.push_back(buffers_.size());
+    for (uint32_t shard = 0; shard < servers[i].shards; ++shard) {
+      Batch b;
+      b.target = servers[i];
+      b.target_shard = static_cast<uint16_t>(shard);
+      buffers_.push_back(std::move(b));
+    }
+  }
+}
+
+void Handoff::cancel() {
+  if (!running()) return;
+  progress_.state = State::kCancelled;
+  ++generation_;  // acknowledgements still on their way are ignored
+  buffers_.clear();
+  first_buffer_.clear();
+}
+
+void Handoff::emit(size_t buffer, std::vector<Batch>& out) {
+  Batch& b = buffers_[buffer];
+  if (b.count == 0) return;
+  Batch full;
+  full.generation = generation_;
+  full.seq = next_seq_++;
+  full.target = b.target;
+  full.target_shard = b.target_shard;
+  full.count = b.count;
+  full.records = std::move(b.records);
+  b.records = {};
+  b.count = 0;
+  ++progress_.in_flight;
+  out.push_back(std::move(full));
+}
+
+size_t Handoff::step(RecordStore& store, size_t max_slots, uint32_t now, std::vector<Batch>& out) {
+  if (!scanning()) return 0;
+  const Router& router = *router_;
+  const auto& servers = router.table().servers;
+  size_t cut = 0;
+  const RecordStore::ScanStep done =
+      store.scan(cursor_, max_slots, [&](uint64_t id, const RecordStore::Record& r) {
+        const uint32_t owner = router.owner(id);
+        if (self_index_ >= 0 && owner == static_cast<uint32_t>(self_index_)) return false;
+        const size_t buffer = first_buffer_[owner] + shard_of(id, servers[owner].shards);
+        Batch& b = buffers_[buffer];
+        frame::append_import_record(
+            frame::ImportRecord{id, now >= r.last_seen ? now - r.last_seen : 0, r.endpoint},
+            b.records);
+        ++cut;
+        if (++b.count == frame::kMaxImportRecords) emit(buffer, out);
+        return false;  // a handoff deletes nothing
+      });
+  progress_.scanned += done.examined;
+  progress_.cut += cut;
+  progress_.total = progress_.scanned + store.slots_ahead(cursor_);
+  if (cursor_.done) {
+    for (size_t i = 0; i < buffers_.size(); ++i) emit(i, out);
+    maybe_finish();
+  }
+  return cut;
+}
+
+void Handoff::acknowledged(uint64_t generation, uint16_t records, const std::string& target,
+                           bool link_lost) {
+  if (generation != generation_ || !running()) return;
+  if (progress_.in_flight > 0) --progress_.in_flight;
+  progress_.acked += records;
+  auto it = std::find_if(targets_.begin(), targets_.end(),
+                         [&](const auto& t) { return t.first == target; });
+  if (it == targets_.end()) {
+    targets_.emplace_back(target, records);
+  } else {
+    it->second += records;
+  }
+  if (link_lost) rescan_ = true;
+  maybe_finish();
+}
+
+void Handoff::maybe_finish() {
+  if (!running() || !cursor_.done || progress_.in_flight > 0) return;
+  if (rescan_) {
+    // The owner may have restarted and lost what it was sent: send it all again.
+    rescan_ = false;
+    ++progress_.restarts;
+    restart_scan();
+    return;
+  }
+  progress_.state = State::kDone;
+}
+
+}  // namespace imhash

@@ -1,0 +1,100 @@
+// Handoff: one shard's part of its server's outbound stream (docs/design.md §7). When the config
+// server asks (a table change moved ids away, a drain, a server returning), the shard walks its
+// store with a RecordStore::ScanCursor, in bounded steps between batches of requests, and cuts
+// every record whose id another server owns under the current table into IMPORT batches for that
+// owner's shard. The shard's stream sender (hash_server/stream_sender.h) delivers them and reports
+// each batch's acknowledgement back; the handoff is done when the scan has ended and every batch it
+// cut has been acknowledged. It deletes nothing: the old copies go with the purge that follows.
+//
+// Records present for the whole scan are each visited at least once (RecordStore's scan rule), so
+// none is left behind; a record visited twice is sent twice, which the receiver takes as the same
+// write. A newer table during the scan restarts it against that table, so "done at version V"
+// means complete under V.
+//
+// Not thread-safe: every method runs on the owning shard's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/frame_protocol.h"
+#include "common/router.h"
+#include "common/table.h"
+#include "hash_server/record_store.h"
+
+namespace imhash {
+
+class Handoff {
+ public:
+  enum class State : uint8_t { kIdle, kRunning, kDone, kCancelled };
+
+  // One IMPORT's worth of records for one shard of one server.
+  struct Batch {
+    uint64_t generation = 0;  // of the scan that cut it (a restart makes older batches moot)
+    uint64_t seq = 0;         // within the shard, to match its acknowledgement
+    ServerInfo target;        // the owner, as the table names it (address, shard count)
+    uint16_t target_shard = 0;
+    uint16_t count = 0;
+    std::vector<uint8_t> records;  // frame::append_import_record x count
+  };
+
+  struct Progress {
+    State state = State::kIdle;
+    uint64_t version = 0;    // the table the scan runs against
+    uint64_t scanned = 0;    // slots
+    uint64_t total = 0;      // slots (an estimate until done)
+    uint64_t cut = 0;        // records put into batches
+    uint64_t acked = 0;      // records acknowledged by their owners
+    uint64_t restarts = 0;   // scans started again by a newer table or a lost link
+    uint32_t in_flight = 0;  // batches cut and not yet acknowledged
+  };
+
+  // Starts (or restarts from the beginning) a scan against `router`, owned by server `self_index`
+  // of its table (-1: not in it, every record goes). Keeps acked and per-target counts only across
+  // restarts of the same stream (`fresh` false).
+  void start(std::shared_ptr<const Router> router, int self_index, const RecordStore& store,
+             bool fresh);
+  void cancel();
+  // Examines at most `max_slots` slots and appends the batches that filled to `out` (at the end
+  // of the scan, every partial batch too). Returns the number of records cut.
+  size_t step(RecordStore& store, size_t max_slots, uint32_t now, std::vector<Batch>& out);
+  // A batch of this generation was acknowledged (`records` records). Stale generations are
+  // ignored. `link_lost`: the connection to its owner broke while the stream ran, so the owner
+  // may have lost what it had received: the scan runs once more when this one ends.
+  void acknowledged(uint64_t generation, uint16_t records, const std::string& target,
+                    bool link_lost);
+
+  bool running() const { return progress_.state == State::kRunning; }
+  // Running with its scan still under way (not just waiting for acknowledgements).
+  bool scanning() const { return running() && !cursor_.done; }
+  uint64_t generation() const { return generation_; }
+  const Progress& progress() const { return progress_; }
+  const Router* router() const { return router_.get(); }
+  // Records acknowledged per target server name, for this stream.
+  const std::vector<std::pair<std::string, uint64_t>>& targets() const { return targets_; }
+
+ private:
+  void emit(size_t buffer, std::vector<Batch>& out);
+  // Done once the scan has ended and nothing is in flight; or, after a lost link, once more.
+  void maybe_finish();
+  void restart_scan();
+
+  Progress progress_;
+  std::shared_ptr<const Router> router_;
+  const RecordStore* store_ = nullptr;
+  int self_index_ = -1;
+  RecordStore::ScanCursor cursor_;
+  uint64_t generation_ = 0;
+  uint64_t next_seq_ = 0;
+  bool rescan_ = false;
+  // One open batch per (server, shard) of the table: buffers_[first_buffer_[server] + shard].
+  std::vector<size_t> first_buffer_;
+  std::vector<Batch> buffers_;
+  std::vector<std::pair<std::string, uint64_t>> targets_;
+};
+
+const char* to_string(Handoff::State s);
+
+}  // namespace imhash
