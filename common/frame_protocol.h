@@ -39,7 +39,8 @@ enum class FrameType : uint8_t {
   kPurge = 6,   // start, cancel or query a lazy purge on the shard
   kPing = 7,    // liveness probe; empty body both ways
   kAuth = 8,    // handshake with a cluster key: the client's proof (common/link_auth.h)
-  kImport = 9,  // hash server -> hash server: a batch of streamed records (docs/design.md §7)
+  kImport = 9,  // hash server -> hash server: a batch of streamed records (docs/design.md §4,
+                // "Streaming")
 };
 
 // Requests about one user id (their body starts with it), which a shard routes and checks.

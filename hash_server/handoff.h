@@ -1,10 +1,11 @@
-// Handoff: one shard's part of its server's outbound stream (docs/design.md §7). When the config
-// server asks (a table change moved ids away, a drain, a server returning), the shard walks its
-// store with a RecordStore::ScanCursor, in bounded steps between batches of requests, and cuts
-// every record whose id another server owns under the current table into IMPORT batches for that
-// owner's shard. The shard's stream sender (hash_server/stream_sender.h) delivers them and reports
-// each batch's acknowledgement back; the handoff is done when the scan has ended and every batch it
-// cut has been acknowledged. It deletes nothing: the old copies go with the purge that follows.
+// Handoff: one shard's part of its server's outbound stream (docs/design.md §4, "Streaming"). When
+// the config server asks (a table change moved ids away, a drain, a server returning), the shard
+// walks its store with a RecordStore::ScanCursor, in bounded steps between batches of requests, and
+// cuts every record whose id another server owns under the current table into IMPORT batches for
+// that owner's shard. The shard's stream sender (hash_server/stream_sender.h) delivers them and
+// reports each batch's acknowledgement back; the handoff is done when the scan has ended and every
+// batch it cut has been acknowledged. It deletes nothing: the old copies go with the purge that
+// follows.
 //
 // Records present for the whole scan are each visited at least once (RecordStore's scan rule), so
 // none is left behind; a record visited twice is sent twice, which the receiver takes as the same

@@ -218,6 +218,19 @@ bool RecordStore::insert_if_absent(uint64_t id, const Endpoint& endpoint, uint32
   return true;
 }
 
+RecordStore::Merge RecordStore::upsert_if_newer(uint64_t id, const Endpoint& endpoint,
+                                                uint32_t last_seen) {
+  const uint64_t h = hash_of(id);
+  const Table& t = table_of(h);
+  if (const uint32_t i = find(t, id, h); i != kNone) {
+    if (record_at(t, i).last_seen >= last_seen) return Merge::kKeptNewer;
+    write_slot(t, i, id, h, endpoint, last_seen);
+    return Merge::kReplaced;
+  }
+  insert_new(id, h, endpoint, last_seen);
+  return Merge::kInserted;
+}
+
 void RecordStore::insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_t last_seen) {
   Segment* s = &segment_of(h);
   uint32_t i = find_free(s->table, h);

@@ -148,6 +148,10 @@ class RecordStore {
   bool upsert(uint64_t id, const Endpoint& endpoint, uint32_t last_seen);
   // Stores only when the id has no record; returns true when it stored.
   bool insert_if_absent(uint64_t id, const Endpoint& endpoint, uint32_t last_seen);
+  // Stores unless the id's record was seen at `last_seen` or later (a streamed copy never
+  // overwrites a newer write); one probe.
+  enum class Merge : uint8_t { kInserted, kReplaced, kKeptNewer };
+  Merge upsert_if_newer(uint64_t id, const Endpoint& endpoint, uint32_t last_seen);
   // Returns false when the id has no record.
   bool get(uint64_t id, Record& out) const;
   // Returns false when the id had no record.

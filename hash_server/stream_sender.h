@@ -1,8 +1,8 @@
-// StreamSender: delivers a hash server's outbound stream (docs/design.md §7). Shards cut IMPORT
-// batches (hash_server/handoff.h) and hand them here; the sender keeps one HashLink per shard of
-// each target server (the login server's link: pipelined, reconnecting, and with the cluster key
-// and TLS of the server-to-server links, role "hash"), writes each batch, and reports its
-// acknowledgement through the batch's callback. A batch that times out or whose link drops is
+// StreamSender: delivers a hash server's outbound stream (docs/design.md §4, "Streaming"). Shards
+// cut IMPORT batches (hash_server/handoff.h) and hand them here; the sender keeps one HashLink per
+// shard of each target server (the login server's link: pipelined, reconnecting, and with the
+// cluster key and TLS of the server-to-server links, role "hash"), writes each batch, and reports
+// its acknowledgement through the batch's callback. A batch that times out or whose link drops is
 // sent again when the link is back (an IMPORT is idempotent), so every batch is acknowledged
 // eventually unless its stream is abandoned first; the callback says whether its link was lost on
 // the way (the target may have restarted and lost earlier batches).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Benchmarks that print figures (tests never assert times). Usage: scripts/bench.sh hash|e2e|purge|storm
+# Benchmarks that print figures (tests never assert times).
+# Usage: scripts/bench.sh hash|e2e|purge|stream|storm
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at the fill levels 2M,
 #         3.3M, 5M, 6.5M, 9M and 12M (IPv4, then IPv6; one hash server with 2 shards), and after a
@@ -13,6 +14,10 @@
 #   purge p99 of a 50k/s open-loop load while the hash server serving it purges 5M records it no
 #         longer owns, against the same load without a purge, in one run; and the time a new
 #         table version takes to reach every node.
+#   stream a streaming move of 5M records (BENCH_STREAM_RECORDS) between two hash servers: its
+#         duration and records/s unthrottled (--stream-rate 0) and at the default rate; the p99
+#         of a 50k/s open-loop load while the default-rate move runs, against the same load
+#         without a move, in one run.
 #   storm 12M distinct users log in through one login server into one hash server (1, then 2
 #         shards), then each is looked up: LOGINs answered OK / otherwise, users found, each
 #         shard's longest event-loop turn, the LOGINs' p99 / p999 (with BENCH_BASE_BUILD, the
@@ -20,7 +25,7 @@
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
-# BENCH_STORM_SHARDS (default "1 2"), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
+# BENCH_STORM_SHARDS (default "1 2"), BENCH_STREAM_RECORDS (5000000), BENCH_STREAM_SHARDS (1), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
 # BENCH_AB_ROUNDS (hash A/B: default 3),
 # BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_KEYS (e2e: "on"
 # by default, the cluster key on every link; "off on" runs each size without, then with it; "tls":
@@ -383,12 +388,109 @@ bench_storm() {
   done
 }
 
+# A hash server's /metrics address: the second "listening on" line of its stdout.
+metrics_of() {
+  local out="$1" m=""
+  for _ in $(seq 1 100); do
+    m=$(sed -n '2s/^listening on //p' "$out")
+    [[ -n "$m" ]] && break
+    sleep 0.05
+  done
+  echo "$m"
+}
+# metric ADDR NAME: the sum of a metric's samples on that /metrics page.
+metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%.0f", s }'; }
+
+# The move from hash server $1 (metrics address $2) after the table change just made to version
+# $3: waits for its stream to run against that version and finish; prints "SECONDS RECORDS".
+time_stream() {
+  local metrics="$1" version="$2" t0="$3" t1
+  for _ in $(seq 1 12000); do
+    if [[ $(metric "$metrics" imhash_stream_version) -ge $version ]] &&
+       [[ $(metric "$metrics" imhash_stream_running) -eq 0 ]]; then
+      break
+    fi
+    sleep 0.02
+  done
+  t1=$(date +%s.%N)
+  echo "$(echo "$t1 - $t0" | bc -l) $(metric "$metrics" imhash_stream_records_sent)"
+}
+
+bench_stream() {
+  build_release --bench -DIMHASH_WERROR=ON
+  host_note
+  local n="${BENCH_STREAM_RECORDS:-5000000}" first=1000000000 shards="${BENCH_STREAM_SHARDS:-1}"
+  local d=$((n / 250000 + 4))  # the load outlasts a default-rate move (250k records/s) of n
+  start_config_server "$work" --heartbeat-ms 250 --grace-ms 1000 --initial-mode range
+  local config=$CONFIG_ADDR admin=$ADMIN_ADDR
+  local imctl="$IMHASH_BUILD/config_server/imctl --admin $admin"
+  local hash1_pid hash1_addr m1 m2
+  # hash1 streams as fast as the links go; hash2 at the default rate.
+  start_daemon hash1 "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+    --name hash1 --shards "$shards" --config "$config" --metrics 127.0.0.1:0 --stream-rate 0 \
+    --log-level warn
+  hash1_pid=$DAEMON_PID hash1_addr=$LISTEN_ADDR m1=$(metrics_of "$work/hash1.out")
+  start_daemon hash2 "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+    --name hash2 --shards "$shards" --config "$config" --metrics 127.0.0.1:0 --log-level warn
+  m2=$(metrics_of "$work/hash2.out")
+  wait_registered "$admin" hash2 || true
+  $imctl server add hash1 hash2 >/dev/null
+  start_daemon login "$work" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
+    --config "$config" --threads 1 --rate-limit 0 --log-level warn
+  local target=$LISTEN_ADDR last=$((first + n - 1))
+  echo "== streaming moves of $n records between two hash servers ($shards shard(s) each) on this host"
+  "$IMHASH_BUILD/tools/hash_bench" --target "$hash1_addr" --fill "$n" --first-id "$first" \
+    --pid "$hash1_pid" | sed 's/^/   fill: /'
+  local t0 r
+  t0=$(date +%s.%N)
+  $imctl assign "$first-$last" hash2 >/dev/null  # version 2: hash1 streams them to hash2
+  r=$(time_stream "$m1" 2 "$t0")
+  printf "unthrottled (--stream-rate 0): %s records in %.2f s: %.0f records/s\n" \
+    "${r#* }" "${r% *}" "$(echo "${r#* } / ${r% *}" | bc -l)"
+  # The old copies go with the automatic purge once the stream is done and the grace is over.
+  for _ in $(seq 1 600); do
+    [[ $(metric "$m1" imhash_hash_records) -lt 1000 ]] && break
+    sleep 0.1
+  done
+  echo "   hash1 after its purge: $(metric "$m1" imhash_hash_records) records, hash2: $(metric "$m2" imhash_hash_records)"
+
+  local sim=("$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000 --warmup 2
+             --duration "$d" --rate 50000 --json)
+  local base during
+  base=$("${sim[@]}" 2>/dev/null)
+  "${sim[@]}" >"$work/stream_run.json" 2>"$work/stream_run.progress" &
+  local sim_pid=$!
+  sleep 3  # past the warm-up
+  t0=$(date +%s.%N)
+  $imctl assign "$first-$last" hash1 >/dev/null  # version 3: back, at hash2's default rate
+  r=$(time_stream "$m2" 3 "$t0")
+  wait "$sim_pid" || true
+  during=$(cat "$work/stream_run.json")
+  printf "default rate (250000/s):       %s records in %.2f s: %.0f records/s (under a 50k/s load)\n" \
+    "${r#* }" "${r% *}" "$(echo "${r#* } / ${r% *}" | bc -l)"
+  local p99_base p99_move
+  p99_base=$(json_field 'd["latency_us"]["p99"]' <<<"$base")
+  p99_move=$(json_field 'd["latency_us"]["p99"]' <<<"$during")
+  echo "== a 50k/s open-loop load (100k users, ${d} s measured after a 2 s warm-up)"
+  printf "without a move:              p50 %s us  p99 %s us  p999 %s us  errors %s\n" \
+    "$(json_field 'd["latency_us"]["p50"]' <<<"$base")" "$p99_base" \
+    "$(json_field 'd["latency_us"]["p999"]' <<<"$base")" \
+    "$(json_field 'd["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"]' <<<"$base")"
+  printf "during a default-rate move:  p50 %s us  p99 %s us  p999 %s us  errors %s\n" \
+    "$(json_field 'd["latency_us"]["p50"]' <<<"$during")" "$p99_move" \
+    "$(json_field 'd["latency_us"]["p999"]' <<<"$during")" \
+    "$(json_field 'd["requests"] - d["status"]["OK"] - d["status"]["NOT_FOUND"]' <<<"$during")"
+  printf "p99 ratio with/without the move: %.2f\n" "$(echo "$p99_move / $p99_base" | bc -l)"
+  stop_all
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
 rport=""
 case "${1:-}" in
   hash) bench_hash ;;
   e2e) bench_e2e ;;
   purge) bench_purge ;;
+  stream) bench_stream ;;
   storm) bench_storm ;;
-  *) echo "usage: scripts/bench.sh hash|e2e|purge|storm" >&2; exit 64 ;;
+  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm" >&2; exit 64 ;;
 esac

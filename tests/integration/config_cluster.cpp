@@ -79,6 +79,9 @@ void ConfigCluster::start_hash(int i) {
                                    "--shards", std::to_string(options_.shards),
                                    "--config", config_addr_};
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  if (const auto extra = options_.hash_args.find(i); extra != options_.hash_args.end()) {
+    args.insert(args.end(), extra->second.begin(), extra->second.end());
+  }
   add_cluster_key(args);
   hash_[i] = std::make_unique<ChildProcess>(IMHASH_HASH_SERVER, args);
   const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
@@ -134,6 +137,18 @@ uint16_t ConfigCluster::start_serving(int hash_servers) {
     throw std::runtime_error("the cluster did not converge");
   }
   return udp;
+}
+
+uint64_t ConfigCluster::records(int i) {
+  const std::string name = "hash" + std::to_string(i);
+  const boost::json::value status = imctl_json({"status"});
+  for (const auto& n : status.as_object().at("nodes").as_array()) {
+    const auto& o = n.as_object();
+    if (o.at("role").as_string() != "hash" || o.at("name").as_string() != name) continue;
+    const auto* r = o.at("stats").as_object().if_contains("records");
+    return r ? r->to_number<uint64_t>() : 0;
+  }
+  return 0;
 }
 
 ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {

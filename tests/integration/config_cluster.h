@@ -27,6 +27,7 @@ struct ConfigClusterOptions {
   std::string cluster_key_file{};  // set: --cluster-key-file on every daemon
   std::vector<std::string> config_args{};  // more config_server flags
   std::vector<std::string> tls_flags{};  // set: these --tls-cert/--tls-key/--tls-ca on every daemon
+  std::map<int, std::vector<std::string>> hash_args{};  // more flags for hash server i
 };
 
 struct ImctlResult {
@@ -59,6 +60,9 @@ class ConfigCluster {
   // it happened.
   bool wait_converged(uint64_t version, int expected_nodes);
   uint64_t version();
+  // The records hash server "hash<i>" reported in its latest heartbeat (imctl servers; 0 if it is
+  // not in the table or has not reported).
+  uint64_t records(int i);
   // GETs (LOOKUPs) the running hash servers have served, over all their shards (asked over the
   // frame protocol): how far a load has got, for a test that waits for it.
   uint64_t gets_served();
