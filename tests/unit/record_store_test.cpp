@@ -48,6 +48,33 @@ TEST_CASE("record_store: upsert, get, replace, erase") {
   CHECK(s.check() == "");
 }
 
+TEST_CASE("record_store: upsert_if_newer keeps the newer record, by last seen") {
+  using Merge = RecordStore::Merge;
+  RecordStore s;
+  RecordStore::Record r;
+  CHECK(s.upsert_if_newer(7, store_ep4(1), 100) == Merge::kInserted);
+  CHECK(s.upsert_if_newer(7, store_ep6(2), 100) == Merge::kKeptNewer);  // as new: kept
+  CHECK(s.upsert_if_newer(7, store_ep6(2), 99) == Merge::kKeptNewer);
+  REQUIRE(s.get(7, r));
+  CHECK(r.endpoint == store_ep4(1));
+  CHECK(r.last_seen == 100);
+  CHECK(s.upsert_if_newer(7, store_ep6(3), 101) == Merge::kReplaced);  // newer, switching family
+  REQUIRE(s.get(7, r));
+  CHECK(r.endpoint == store_ep6(3));
+  CHECK(r.last_seen == 101);
+  CHECK(s.size() == 1);
+  // Many ids through growth: each lands once, the newest write of each wins.
+  for (uint64_t id = 0; id < 20000; ++id) s.upsert_if_newer(id, store_ep4(id), 50);
+  for (uint64_t id = 0; id < 20000; id += 2) s.upsert_if_newer(id, store_ep6(id), 60);
+  CHECK(s.size() == 20000);
+  for (uint64_t id = 0; id < 20000; ++id) {
+    REQUIRE(s.get(id, r));
+    if (id == 7) continue;
+    CHECK(r.endpoint == (id % 2 == 0 ? store_ep6(id) : store_ep4(id)));
+  }
+  CHECK(s.check() == "");
+}
+
 TEST_CASE("record_store: size classes are a geometric series of ratio 9/8 up to about 8K slots") {
   CHECK(kSizeClasses.capacity[0] == 16);
   const uint32_t top = kSizeClasses.capacity[kSizeClasses.top];
