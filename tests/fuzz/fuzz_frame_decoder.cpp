@@ -1,10 +1,13 @@
 // Fuzz target for the login<->hash frame decoder (common/frame_protocol.h).
 // Invariants: the stream splitter never reads past its input and consumes exactly one frame;
 // every request or response that decodes re-encodes to bytes that decode to an equal value;
-// peek_request_id (the prefetch pass) agrees with decode_request on every request that decodes.
+// peek_request_id (the prefetch pass) agrees with decode_request on every request that decodes;
+// the records of an IMPORT that decodes walk (next_import_record) to exactly its count of valid
+// records, which append_import_record writes back to the same bytes.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/frame_protocol.h"
@@ -33,6 +36,20 @@ void round_trip(const Header& h, std::span<const uint8_t> body, Decode decode, A
   check(first == second);
 }
 
+void check_import(const Request& q) {
+  std::string_view rest = q.records;
+  std::vector<uint8_t> again;
+  ImportRecord r;
+  size_t n = 0;
+  while (next_import_record(rest, r)) {
+    check(r.endpoint.valid());
+    append_import_record(r, again);
+    ++n;
+  }
+  check(n == q.record_count && n <= kMaxImportRecords && rest.empty());
+  check(std::string_view(reinterpret_cast<const char*>(again.data()), again.size()) == q.records);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -52,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto peeked = peek_request_id(h, body);
     if (Request q; decode_request(h, body, q) == DecodeStatus::kOk) {
       check(peeked.has_value() == is_keyed(q.type) && (!peeked || *peeked == q.id));
+      if (q.type == FrameType::kImport) check_import(q);
     }
     round_trip<Response>(h, body, decode_response, append_response);
     in = in.subspan(used);
