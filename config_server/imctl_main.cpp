@@ -1,5 +1,6 @@
 // imctl: the operator's command-line client of the config server's admin API (docs/design.md §7,
 // docs/admin_api.md). Glue only: parse the arguments, make one HTTP request, print the outcome.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -70,7 +71,27 @@ int imctl_main(int argc, char** argv) {
   std::fwrite(output.out.data(), 1, output.out.size(), stdout);
   std::fflush(stdout);
   std::fwrite(output.err.data(), 1, output.err.size(), stderr);
-  return output.exit_code;
+  if (output.exit_code != imhash::kExitOk || !inv.wait) return output.exit_code;
+  // drain --wait: one progress line a second until the server holds nothing, bounded by
+  // --timeout. A poll that fails ends the wait with its error.
+  const imhash::ImctlInvocation poll = imhash::drain_poll_invocation(inv);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(inv.wait_timeout_s);
+  for (;;) {
+    const imhash::HttpOutcome polled = imhash::http_exchange(
+        poll.host, poll.port, poll.method, poll.target, poll.body, poll.timeout, token);
+    const imhash::ImctlOutput line = imhash::imctl_output(poll, polled);
+    std::fwrite(line.out.data(), 1, line.out.size(), stdout);
+    std::fflush(stdout);
+    std::fwrite(line.err.data(), 1, line.err.size(), stderr);
+    if (line.exit_code != imhash::kExitOk) return line.exit_code;
+    if (imhash::drained_reply(polled)) return imhash::kExitOk;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "imctl: drain: %s is not drained after %u s (--timeout)\n",
+                   inv.server.c_str(), inv.wait_timeout_s);
+      return imhash::kImctlExitTimeout;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 }  // namespace
