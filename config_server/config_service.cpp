@@ -216,8 +216,10 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     n.stream_heard_ns = now;
     // Its first report since it registered says it knows streams (see streams_known): the stream
     // on_rejoin could not start yet starts now.
-    if (first && n.role == "hash" && router_ && !n.rejoin_purge_id && pending_for(n.name)) {
-      send_stream(n, StreamAction::kStart, router_->version());
+    if (first && n.role == "hash" && router_ && !n.rejoin_purge_id) {
+      if (const PendingPurge* p = pending_for(n.name); p && needs_stream(n, *p)) {
+        send_stream(n, StreamAction::kStart, router_->version());
+      }
     }
     maybe_auto_purge();
   }
@@ -243,7 +245,27 @@ void ConfigService::on_rejoin(Node& n) {
   // Old copies wait for its stream: it starts again from the beginning (a restarted server is
   // empty and reports done at once). One that has not reported since it registered gets it with
   // its first report.
-  if (pending && streams_known(n)) send_stream(n, StreamAction::kStart, router_->version());
+  if (pending && streams_known(n) && needs_stream(n, *pending)) {
+    send_stream(n, StreamAction::kStart, router_->version());
+  }
+}
+
+bool ConfigService::needs_stream(const Node& n, const PendingPurge& p) const {
+  // Not one whose stream is done at the entry's version (nothing left to send), nor one that runs
+  // against the current table (a start would throw its progress away: after a config server
+  // restart, or a link that came back, it carries on). A cancelled one waits for the operator.
+  if (!n.stream) return true;
+  switch (n.stream->state) {
+    case StreamState::kDone:
+      return n.stream->version < p.version;
+    case StreamState::kRunning:
+      return n.stream->version < router_->version();
+    case StreamState::kCancelled:
+      return false;
+    case StreamState::kIdle:
+      break;
+  }
+  return true;
 }
 
 void ConfigService::on_purge_report(Node& n, const control::PurgeReport& report) {
@@ -535,7 +557,7 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
     for (const auto& s : previous->servers) {
       const Node* n = find("hash", s.name);
       PendingPurge entry{s.name, t.version, not_before,
-                         n && n->up && n->session && !n->rejoin_purge_id};
+                         n && n->up && n->session && !n->rejoin_purge_id && streams_known(*n)};
       auto it = std::find_if(pending.begin(), pending.end(),
                              [&](const PendingPurge& p) { return p.server == s.name; });
       if (it == pending.end()) {
@@ -1050,6 +1072,12 @@ AdminResult ConfigService::stream_control(const std::string& server, StreamContr
   if (!n) return AdminResult::error(404, "unknown hash server " + server);
   if (!n->session) return AdminResult::error(503, server + " is not connected");
   if (!router_) return AdminResult::error(409, "there is no table yet");
+  if (!streams_known(*n)) {
+    // A hash server of a version before streams closes its link on a message it does not know.
+    return AdminResult::error(409, server +
+                                       " has sent no stream report since it registered: it does "
+                                       "not stream (a version before streams?)");
+  }
   if (action == StreamControl::kRestart) {
     if (n->rejoin_purge_id) {
       return AdminResult::error(409, server +

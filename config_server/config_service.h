@@ -155,6 +155,8 @@ class ConfigService final : public AdminBackend {
   // A hash server that registered or came back from DOWN: purge everything if it was removed
   // while it could not stream; else, if a purge is pending for it, stream again first.
   void on_rejoin(Node& node);
+  // A hash server with a pending purge `p` that registered or came back must be told to stream.
+  bool needs_stream(const Node& node, const PendingPurge& p) const;
   void on_purge_report(Node& node, const control::PurgeReport& report);
   // What the pending purge `p` still waits for, in words (empty: it may be sent); `held` is set
   // when only the operator can release it (a cancelled stream).
