@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/options.h"
+#include "tests/temp_dir.h"
 
 using namespace imhash;
 namespace fs = std::filesystem;
@@ -19,17 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory, removed afterwards.
-struct TempDir {
-  explicit TempDir(const char* name)
-      : path((fs::temp_directory_path() / ("imhash_state_" + std::to_string(getpid()) + "_" + name))
-                 .string()) {
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
+struct TempDir : test::TempDir {
+  explicit TempDir(const char* name) : test::TempDir("state", name) {}
 };
 
 Table ring(uint64_t version, std::vector<std::string> names) {
