@@ -81,7 +81,8 @@ class AdminBackend {
   virtual AdminResult purge_status() = 0;
 
   // POST /v1/servers/NAME/drain (no body, or {}): NAME leaves the table by streaming (the table
-  // edit of `server remove`); answers the change plus {"drain": {...}}.
+  // edit of `server remove`); answers the change plus {"drain": {...}} (again for a server already
+  // being drained: no change, the current version and the drain).
   virtual AdminResult drain(const std::string& server) = 0;
   // GET /v1/servers/NAME/drain: {"server", "version", "records", "stream", "pending_purge",
   // "drained"}; 404 if NAME is not being drained.

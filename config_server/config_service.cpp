@@ -1020,11 +1020,15 @@ AdminResult ConfigService::drain(const std::string& server) {
   if (!router_) return AdminResult::error(409, "there is no table yet");
   if (router_->table().server_index(server) < 0) {
     if (auto d = drains_.find(server); d != drains_.end()) {
-      return AdminResult::error(409, server +
-                                         " is already being drained (out of the table since "
-                                         "version " +
-                                         std::to_string(d->second.version) +
-                                         "); see `imctl drain " + server + " --status`");
+      // Again: nothing changes, and the answer says how far it is (so `imctl drain NAME --wait`
+      // can be run again after a timeout).
+      return AdminResult::ok(
+          json::object{{"version", store_.version()},
+                       {"change", "none: " + server +
+                                      " is already being drained (out of the table since "
+                                      "version " +
+                                      std::to_string(d->second.version) + ")"},
+                       {"drain", drain_json(server, d->second)}});
     }
     return AdminResult::error(404, "unknown server " + server);
   }
