@@ -242,7 +242,7 @@ inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeS
                                          frame::PurgeState::kDone, frame::PurgeState::kCancelled};
 
 // One shard's progress as a purge_report carries it: {"shard", "state", "kind", "scanned",
-// "total", "deleted"}.
+// "total", "deleted", "id"}.
 boost::json::object purge_shard_json(const PurgeShard& s);
 
 const char* to_string(DecodeStatus s);

@@ -35,6 +35,8 @@ struct ServerSpec {
   uint32_t weight = 1;
 };
 
+enum class StreamControl : uint8_t { kCancel, kRestart };
+
 class AdminBackend {
  public:
   virtual ~AdminBackend() = default;
@@ -77,6 +79,19 @@ class AdminBackend {
   // GET /v1/purge: {"purges": [{"server", "shard", "kind", "state", "scanned", "total",
   // "deleted"}...]}
   virtual AdminResult purge_status() = 0;
+
+  // POST /v1/servers/NAME/drain (no body, or {}): NAME leaves the table by streaming (the table
+  // edit of `server remove`); answers the change plus {"drain": {...}} (again for a server already
+  // being drained: no change, the current version and the drain).
+  virtual AdminResult drain(const std::string& server) = 0;
+  // GET /v1/servers/NAME/drain: {"server", "version", "records", "stream", "pending_purge",
+  // "drained"}; 404 if NAME is not being drained.
+  virtual AdminResult drain_status(const std::string& server) = 0;
+  // GET /v1/streams: {"streams": [{"server", "state", "version", "sent", "total", ...}...]}
+  virtual AdminResult streams() = 0;
+  // POST /v1/streams/NAME/cancel | restart (no body, or {}): answers {"server", "requested",
+  // "version"}.
+  virtual AdminResult stream_control(const std::string& server, StreamControl action) = 0;
 };
 
 }  // namespace imhash

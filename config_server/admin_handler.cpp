@@ -43,13 +43,20 @@ enum class Endpoint {
   kSplit,
   kMerge,
   kPurge,  // GET reports, POST starts or cancels
+  kDrain,  // /v1/servers/NAME/drain: GET shows, POST starts
+  kStreams,
+  kStreamCancel,   // /v1/streams/NAME/cancel
+  kStreamRestart,  // /v1/streams/NAME/restart
 };
 
+// `path`, or with a `suffix` the pattern path + NAME + suffix (NAME one path segment).
 struct Route {
   std::string_view path;
   Endpoint endpoint;
   bool get;
   bool post;
+  std::string_view suffix = {};
+  std::string_view shape = {};  // how errors name a patterned endpoint
 };
 
 constexpr Route kRoutes[] = {
@@ -66,6 +73,10 @@ constexpr Route kRoutes[] = {
     {"/v1/split", Endpoint::kSplit, false, true},
     {"/v1/merge", Endpoint::kMerge, false, true},
     {"/v1/purge", Endpoint::kPurge, true, true},
+    {"/v1/servers/", Endpoint::kDrain, true, true, "/drain", "/v1/servers/NAME/drain"},
+    {"/v1/streams", Endpoint::kStreams, true, false},
+    {"/v1/streams/", Endpoint::kStreamCancel, false, true, "/cancel", "/v1/streams/NAME/cancel"},
+    {"/v1/streams/", Endpoint::kStreamRestart, false, true, "/restart", "/v1/streams/NAME/restart"},
 };
 constexpr std::string_view kWherePrefix = "/v1/where/";
 
@@ -76,6 +87,13 @@ const Route* find_route(std::string_view path) {
       if (path.starts_with(kWherePrefix) &&
           path.find('/', kWherePrefix.size()) == std::string_view::npos) {
         return &route;
+      }
+    } else if (!route.suffix.empty()) {
+      if (path.size() > route.path.size() + route.suffix.size() && path.starts_with(route.path) &&
+          path.ends_with(route.suffix)) {
+        const std::string_view name =
+            path.substr(route.path.size(), path.size() - route.path.size() - route.suffix.size());
+        if (name.find('/') == std::string_view::npos) return &route;
       }
     } else if (path == route.path) {
       return &route;
@@ -352,12 +370,26 @@ AdminResult purge(AdminBackend& backend, JsonObject& body, std::string& error) {
   return backend.purge(server, kind, age);
 }
 
+// The NAME of a patterned path (/v1/servers/NAME/drain); "" with `error` set if it is no server
+// name.
+std::string path_name(const Route& route, std::string_view path, std::string& error) {
+  const std::string_view raw =
+      path.substr(route.path.size(), path.size() - route.path.size() - route.suffix.size());
+  std::string name;
+  if (!percent_decode(raw, name) || !is_valid_server_name(name)) {
+    error = quoted(raw) + " is not a server name, " + std::string(kServerNameRule);
+    return {};
+  }
+  return name;
+}
+
 AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
                      std::string_view target, std::string_view body) {
   const std::string_view path = path_of(target);
   const std::string_view query =
       path.size() < target.size() ? target.substr(path.size() + 1) : std::string_view{};
-  const std::string endpoint = std::string(http::to_string(method)) + " " + std::string(route.path);
+  const std::string endpoint = std::string(http::to_string(method)) + " " +
+                               std::string(route.shape.empty() ? route.path : route.shape);
 
   if (route.endpoint == Endpoint::kHistory) return history(backend, query);
   Query none;
@@ -383,12 +415,38 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
         return where(backend, path);
       case Endpoint::kPurge:
         return backend.purge_status();
+      case Endpoint::kStreams:
+        return backend.streams();
+      case Endpoint::kDrain: {
+        std::string error;
+        const std::string name = path_name(route, path, error);
+        if (!error.empty()) return bad_request(error);
+        return backend.drain_status(name);
+      }
       default:
         break;
     }
     return AdminResult::error(500, "internal error: no GET handler for " + std::string(route.path));
   }
 
+  if (!route.suffix.empty()) {
+    // The name is in the path; the body is empty or {}.
+    std::string error;
+    const std::string name = path_name(route, path, error);
+    if (!error.empty()) return bad_request(error);
+    if (body.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+      std::optional<json::value> doc;
+      if (std::string e = parse_body(body, doc); !e.empty()) return bad_request(e);
+      const json::object* object = doc->if_object();
+      if (!object || !object->empty()) {
+        return bad_request(endpoint + " takes no body, or {} (the server is named in the path)");
+      }
+    }
+    if (route.endpoint == Endpoint::kDrain) return backend.drain(name);
+    return backend.stream_control(name, route.endpoint == Endpoint::kStreamCancel
+                                            ? StreamControl::kCancel
+                                            : StreamControl::kRestart);
+  }
   std::optional<json::value> doc;
   if (std::string e = parse_body(body, doc); !e.empty()) return bad_request(e);
   std::string error;

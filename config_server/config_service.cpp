@@ -19,9 +19,25 @@ namespace imhash {
 
 using control::purge_action_name;
 using control::purge_state_name;
+using control::StreamAction;
+using control::StreamState;
 using frame::PurgeAction;
 
 namespace {
+
+// Wall-clock Unix milliseconds: pending purges keep their grace period across a restart, and purge
+// ids start from it so that a restarted config server does not reuse one.
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// "850 ms", "12.3 s": how long a pending purge still waits.
+std::string format_ms(uint64_t ms) {
+  if (ms < 1000) return std::to_string(ms) + " ms";
+  return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
+}
 
 json::value table_value(const Table& t) {
   boost::system::error_code ec;
@@ -52,6 +68,9 @@ ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
     : store_(store), settings_(settings), timer_(ctx) {
   thread_.bind();
   if (store_.current()) router_ = Router::compile(*store_.current());
+  // Pending purges survive a restart; each waits for a fresh stream report from its server.
+  pending_ = store_.pending_purges();
+  next_purge_id_ = unix_ms();
 }
 
 void ConfigService::start() {
@@ -75,6 +94,18 @@ void ConfigService::stop() {
 ConfigService::Node* ConfigService::find(const std::string& role, const std::string& name) {
   auto it = nodes_.find(role + "/" + name);
   return it == nodes_.end() ? nullptr : &it->second;
+}
+
+const ConfigService::Node* ConfigService::find(const std::string& role,
+                                               const std::string& name) const {
+  auto it = nodes_.find(role + "/" + name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+PendingPurge* ConfigService::pending_for(const std::string& server) {
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](const PendingPurge& p) { return p.server == server; });
+  return it == pending_.end() ? nullptr : &*it;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -129,18 +160,15 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     n.up = true;
     n.session = &session;
     session.key = key;
+    // It may be another process: its stream and purge progress are what it reports from now on
+    // (a hash server sends its latest stream report after registering).
+    n.stream.reset();
+    n.purges.clear();
     spdlog::info("{} {} at {} (pid {}, version {}){}", was_up ? "re-registered" : "registered", key,
                  n.address, n.pid, n.version, was_up ? "" : ": up");
     session.send(
         control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()), store_.version()});
-    // A hash server that was in an earlier table but is not in this one was removed: if it comes
-    // back, the records it holds are stale, and it purges everything before it can get ids again.
-    // (A name never seen before is a new server: nothing to purge.)
-    if (n.role == "hash" && router_ && router_->table().server_index(n.name) < 0 &&
-        was_ever_member(n.name)) {
-      n.rejoin_purge = true;
-      send_purge(n, PurgeAction::kAll, 0);
-    }
+    on_rejoin(n);
     // A node that says it runs a newer version than any pushed gets no push (nodes ignore older
     // tables); it shows at version 0, lagging once the DOWN window has passed.
     if (router_ && reg->version < router_->version()) push(n);
@@ -155,8 +183,13 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
   }
   Node& n = it->second;
   n.last_heard_ns = now;
-  if (!n.up) spdlog::info("{} is up again", session.key);
-  n.up = true;
+  if (!n.up) {
+    // Back from DOWN on its old link (frozen, or cut off for a while): treated as a node that
+    // registered again.
+    spdlog::info("{} is up again", session.key);
+    n.up = true;
+    on_rejoin(n);
+  }
   if (const auto* hb = std::get_if<control::Heartbeat>(&m)) {
     // A version above the latest pushed is not trusted for convergence; a lower one does not
     // lower what the node acknowledged (heartbeats and acks may cross).
@@ -172,16 +205,92 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
   } else if (const auto* ack = std::get_if<control::Ack>(&m)) {
     if (take_version(n, session, kFromAck, ack->version)) check_convergence();
   } else if (const auto* rep = std::get_if<control::PurgeReport>(&m)) {
-    n.purges = rep->shards;
-    if (n.rejoin_purge) {
-      const bool done = std::all_of(rep->shards.begin(), rep->shards.end(), [](const auto& s) {
-        return s.state != frame::PurgeState::kRunning;
-      });
-      if (done && !rep->shards.empty()) {
-        n.rejoin_purge = false;
-        spdlog::info("{}: stale records purged; it may be added back", session.key);
+    on_purge_report(n, *rep);
+  } else if (const auto* stream = std::get_if<control::StreamReport>(&m)) {
+    const bool first = !n.stream;
+    if (first || n.stream->state != stream->state || n.stream->version != stream->version) {
+      spdlog::info("{}: stream {} at version {} ({} records sent)", session.key,
+                   control::stream_state_name(stream->state), stream->version, stream->sent);
+    }
+    n.stream = *stream;
+    n.stream_heard_ns = now;
+    // Its first report since it registered says it knows streams (see streams_known): the stream
+    // on_rejoin could not start yet starts now.
+    if (first && n.role == "hash" && router_ && !n.rejoin_purge_id) {
+      if (const PendingPurge* p = pending_for(n.name); p && needs_stream(n, *p)) {
+        send_stream(n, StreamAction::kStart, router_->version());
       }
     }
+    maybe_auto_purge();
+  }
+}
+
+void ConfigService::on_rejoin(Node& n) {
+  if (n.role != "hash" || !router_ || !n.session) return;
+  PendingPurge* pending = pending_for(n.name);
+  // A hash server that was in an earlier table but is not in this one was removed. If it was
+  // removed while it could not stream (DOWN: a failover, or a remove while it was away), the
+  // records it holds may be stale and include users who logged out since: it purges everything
+  // before it can get ids again. (A name never seen before is a new server: nothing to purge.)
+  const bool removed = router_->table().server_index(n.name) < 0 && was_ever_member(n.name);
+  if (removed && !(pending && pending->streams)) {
+    n.rejoin_purge_id = send_purge(n, PurgeAction::kAll, 0);
+    if (auto d = drains_.find(n.name); d != drains_.end()) d->second.purged = true;
+    if (pending) {
+      pending_.erase(pending_.begin() + (pending - pending_.data()));
+      save_pending("a purge of everything replaced it");
+    }
+    return;
+  }
+  // Old copies wait for its stream: it starts again from the beginning (a restarted server is
+  // empty and reports done at once). One that has not reported since it registered gets it with
+  // its first report.
+  if (pending && streams_known(n) && needs_stream(n, *pending)) {
+    send_stream(n, StreamAction::kStart, router_->version());
+  }
+}
+
+bool ConfigService::needs_stream(const Node& n, const PendingPurge& p) const {
+  // Not one whose stream is done at the entry's version (nothing left to send), nor one that runs
+  // against the current table (a start would throw its progress away: after a config server
+  // restart, or a link that came back, it carries on). A cancelled one waits for the operator.
+  if (!n.stream) return true;
+  switch (n.stream->state) {
+    case StreamState::kDone:
+      return n.stream->version < p.version;
+    case StreamState::kRunning:
+      return n.stream->version < router_->version();
+    case StreamState::kCancelled:
+      return false;
+    case StreamState::kIdle:
+      break;
+  }
+  return true;
+}
+
+void ConfigService::on_purge_report(Node& n, const control::PurgeReport& report) {
+  for (const control::PurgeShard& s : report.shards) {
+    auto it = std::find_if(n.purges.begin(), n.purges.end(),
+                           [&](const control::PurgeShard& p) { return p.shard == s.shard; });
+    if (it == n.purges.end()) {
+      n.purges.push_back(s);
+    } else {
+      *it = s;
+    }
+  }
+  std::sort(n.purges.begin(), n.purges.end(),
+            [](const auto& a, const auto& b) { return a.shard < b.shard; });
+  if (!n.rejoin_purge_id) return;
+  // Done only when every shard it has reports this purge done: an older report (of an earlier
+  // purge, or from before this one started) does not count.
+  const auto done = static_cast<uint64_t>(
+      std::count_if(n.purges.begin(), n.purges.end(), [&](const control::PurgeShard& s) {
+        return s.id == n.rejoin_purge_id && s.state == frame::PurgeState::kDone;
+      }));
+  if (done >= std::max<uint64_t>(n.shards, 1)) {
+    spdlog::info("{}: stale records purged (purge {}); it may be added back", n.name,
+                 n.rejoin_purge_id);
+    n.rejoin_purge_id = 0;
   }
 }
 
@@ -288,10 +397,27 @@ void ConfigService::push(Node& n) {
   if (n.version < router_->version() && n.behind_since_ns == 0) n.behind_since_ns = n.last_push_ns;
 }
 
-void ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
+uint64_t ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
+  if (!n.session) return 0;
+  const uint64_t id = ++next_purge_id_;
+  n.session->send(control::PurgeCommand{action, age_seconds, id});
+  spdlog::info("purge {} (id {}) sent to {}", purge_action_name(action), id, n.name);
+  return id;
+}
+
+void ConfigService::send_stream(Node& n, StreamAction action, uint64_t version) {
   if (!n.session) return;
-  n.session->send(control::PurgeCommand{action, age_seconds});
-  spdlog::info("purge {} sent to {}", purge_action_name(action), n.name);
+  n.session->send(control::StreamCommand{action, version});
+  spdlog::info("stream {} (version {}) sent to {}", control::stream_action_name(action), version,
+               n.name);
+}
+
+void ConfigService::save_pending(const char* why) {
+  // A write that fails leaves the file one step behind: after a restart a purge already sent is
+  // sent again (harmless), or one just added is missing (the old copies stay, as before issue 13).
+  if (std::string err = store_.set_pending_purges(pending_); !err.empty()) {
+    spdlog::error("cannot persist the pending purges ({}): {}", why, err);
+  }
 }
 
 void ConfigService::tick() {
@@ -341,10 +467,12 @@ void ConfigService::check_convergence() {
                *convergence_.reached_ms);
 }
 
-void ConfigService::maybe_auto_purge() {
-  if (!pending_purge_ || !router_) return;
-  if (pending_purge_->version != router_->version()) return;
-  if (monotonic_ns() < pending_purge_->not_before_ns) return;
+std::vector<std::string> ConfigService::purge_waits(const PendingPurge& p, bool& held) const {
+  std::vector<std::string> waits;
+  held = false;
+  if (const uint64_t now = unix_ms(); now < p.not_before_ms) {
+    waits.push_back("grace period (" + format_ms(p.not_before_ms - now) + " left)");
+  }
   // Old copies become garbage only once no login server can still read them: every login server
   // and hash server that is up runs the new version. The rule has two exceptions, both from the
   // heartbeat rule: a DOWN node (missed_heartbeats_down intervals without a heartbeat) is not
@@ -352,13 +480,55 @@ void ConfigService::maybe_auto_purge() {
   // and it has not acknowledged it: a login server stuck, or one that says version 0 forever
   // would otherwise hold the purge back for good). The grace period is far longer than that
   // window, so a healthy node always acknowledges in time.
+  std::string behind;
   for (const auto& [key, n] : nodes_) {
-    if (waited_for(n) && n.version < pending_purge_->version) return;
+    if (waited_for(n) && n.version < p.version) behind += (behind.empty() ? "" : ", ") + key;
   }
-  for (const std::string& name : pending_purge_->servers) {
-    if (Node* n = find("hash", name); n && n->up) send_purge(*n, PurgeAction::kNotOwned, 0);
+  if (!behind.empty()) {
+    waits.push_back("nodes to run version " + std::to_string(p.version) + ": " + behind);
   }
-  pending_purge_.reset();
+  const Node* n = find("hash", p.server);
+  if (!n || !n->up || !n->session) {
+    waits.push_back("server down (" +
+                    std::string(!n       ? "not registered"
+                                : !n->up ? "DOWN"
+                                         : "not connected") +
+                    ")");
+  }
+  // Its stream must be done against this version or a later one: then every record it held that
+  // another server owns has been acknowledged by that owner.
+  const std::optional<control::StreamReport>& r = n ? n->stream : std::nullopt;
+  if (!r) {
+    waits.push_back("stream (no report since it registered)");
+  } else if (r->state == StreamState::kCancelled) {
+    held = true;
+    waits.push_back("stream cancelled: held until `imctl stream restart " + p.server + "`");
+  } else if (r->state != StreamState::kDone || r->version < p.version) {
+    waits.push_back("stream done at version " + std::to_string(p.version) + " (now " +
+                    control::stream_state_name(r->state) + " at version " +
+                    std::to_string(r->version) + ", " + std::to_string(r->sent) + " records sent)");
+  }
+  return waits;
+}
+
+void ConfigService::maybe_auto_purge() {
+  if (pending_.empty() || !router_ || !settings_.auto_purge) return;
+  bool changed = false;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    bool held = false;
+    if (!purge_waits(*it, held).empty()) {
+      ++it;
+      continue;
+    }
+    Node* n = find("hash", it->server);
+    const uint64_t id = send_purge(*n, PurgeAction::kNotOwned, 0);
+    spdlog::info("{}: automatic purge {} of the old copies after version {}", it->server, id,
+                 it->version);
+    if (auto d = drains_.find(it->server); d != drains_.end()) d->second.purged = true;
+    it = pending_.erase(it);
+    changed = true;
+  }
+  if (changed) save_pending("an automatic purge was sent");
 }
 
 AdminResult ConfigService::apply(TableResult next, const std::string& change) {
@@ -379,22 +549,49 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
     spdlog::error("{}: refused: {}", change, why);
     return AdminResult::error(413, why);
   }
-  if (auto err = store_.commit(t, change); !err.empty()) {
+  // Every server of the table before may hold ids it no longer owns: one pending purge each (a
+  // newer change replaces a server's older entry; entries of servers not in that table stay).
+  std::vector<PendingPurge> pending = pending_;
+  if (previous && settings_.auto_purge) {
+    const uint64_t not_before = unix_ms() + static_cast<uint64_t>(settings_.grace.count());
+    for (const auto& s : previous->servers) {
+      const Node* n = find("hash", s.name);
+      PendingPurge entry{s.name, t.version, not_before,
+                         n && n->up && n->session && !n->rejoin_purge_id && streams_known(*n)};
+      auto it = std::find_if(pending.begin(), pending.end(),
+                             [&](const PendingPurge& p) { return p.server == s.name; });
+      if (it == pending.end()) {
+        pending.push_back(std::move(entry));
+      } else {
+        *it = std::move(entry);
+      }
+    }
+  }
+  // The table and its pending purges in one write.
+  if (auto err = store_.commit(t, change, pending); !err.empty()) {
     spdlog::error("cannot persist version {}: {}", t.version, err);
     return AdminResult::error(503, "cannot persist the new table: " + err);
   }
+  pending_ = std::move(pending);
   router_ = Router::compile(t);
   push_bytes_ = std::move(framed);
   push_bytes_version_ = t.version;
   spdlog::info("version {}: {}", t.version, change);
   convergence_ = Convergence{t.version, monotonic_ns(), std::nullopt};
-  if (previous && settings_.auto_purge) {
-    PendingPurge p{
-        t.version, monotonic_ns() + std::chrono::nanoseconds(settings_.grace).count(), {}};
-    for (const auto& s : previous->servers) p.servers.push_back(s.name);
-    pending_purge_ = std::move(p);
-  }
   for (auto& [key, n] : nodes_) push(n);
+  // Ids moved: every hash server of the table before, and every one not in the new table (it may
+  // hold records), streams what it holds that others now own. Not one that is DOWN (a server
+  // removed while DOWN purges everything when it comes back) or purging everything.
+  if (previous) {
+    for (auto& [key, n] : nodes_) {
+      if (n.role != "hash" || !n.up || !n.session || n.rejoin_purge_id || !streams_known(n)) {
+        continue;
+      }
+      if (previous->server_index(n.name) >= 0 || t.server_index(n.name) < 0) {
+        send_stream(n, StreamAction::kStart, t.version);
+      }
+    }
+  }
   check_convergence();
   return AdminResult::ok(change_result(change));
 }
@@ -460,8 +657,44 @@ std::string ConfigService::metrics_text() const {
       "1 when every node that is up and not lagging runs the current table version (imctl status: "
       "converged)",
       converged() ? 1 : 0);
-  m.gauge("imhash_config_pending_purge", "1 while an automatic purge waits for its grace period",
-          pending_purge_ ? 1 : 0);
+  m.gauge("imhash_config_pending_purge", "1 while any automatic purge is pending",
+          pending_.empty() ? 0 : 1);
+  m.gauge("imhash_config_pending_purges",
+          "automatic purges pending (one per hash server that may hold old copies)",
+          static_cast<double>(pending_.size()));
+  // Each hash server's latest stream report, one metric after the other.
+  struct StreamMetric {
+    const char* name;
+    const char* help;
+    double (*value)(const control::StreamReport&);
+  };
+  static constexpr StreamMetric kStreamMetrics[] = {
+      {"imhash_config_stream_running", "1 while the hash server's outbound stream runs",
+       [](const control::StreamReport& r) { return r.state == StreamState::kRunning ? 1.0 : 0.0; }},
+      {"imhash_config_stream_records_sent",
+       "records the hash server's latest stream has had acknowledged by their new owners",
+       [](const control::StreamReport& r) { return static_cast<double>(r.sent); }},
+      {"imhash_config_stream_records_per_second", "the stream's rate over the last second or so",
+       [](const control::StreamReport& r) { return static_cast<double>(r.rate); }},
+      {"imhash_config_stream_eta_seconds",
+       "estimated time until the stream is done (0 unless running)",
+       [](const control::StreamReport& r) { return static_cast<double>(r.eta_ms) / 1000.0; }},
+      {"imhash_config_stream_scanned_ratio",
+       "share of the hash server's slots its stream has examined (1 when done)",
+       [](const control::StreamReport& r) {
+         if (r.state == StreamState::kDone) return 1.0;
+         return r.total == 0
+                    ? 0.0
+                    : std::min(1.0, static_cast<double>(r.scanned) / static_cast<double>(r.total));
+       }},
+  };
+  for (const StreamMetric& metric : kStreamMetrics) {
+    for (const auto& [key, n] : nodes_) {
+      if (n.role == "hash" && n.stream) {
+        m.gauge(metric.name, metric.help, metric.value(*n.stream), {{"name", n.name}});
+      }
+    }
+  }
   return m.str();
 }
 
@@ -485,8 +718,64 @@ json::object ConfigService::node_json(const Node& n) const {
   if (n.role == "hash") {
     o["shards"] = n.shards;
     o["in_table"] = router_ && router_->table().server_index(n.name) >= 0;
-    if (n.rejoin_purge) o["rejoin_purge"] = true;
+    if (n.rejoin_purge_id) {
+      o["rejoin_purge"] = true;
+      o["rejoin_purge_id"] = n.rejoin_purge_id;
+    }
+    o["stream"] = n.stream ? json::value(stream_json(n)) : json::value(nullptr);
+    for (const PendingPurge& p : pending_) {
+      if (p.server == n.name) o["pending_purge"] = pending_json(p);
+    }
+    if (auto d = drains_.find(n.name); d != drains_.end()) {
+      o["draining"] = drain_json(n.name, d->second);
+    }
   }
+  return o;
+}
+
+json::object ConfigService::stream_json(const Node& n) const {
+  json::object o = control::stream_report_json(*n.stream);
+  o["age_ms"] = (monotonic_ns() - n.stream_heard_ns) / 1'000'000;
+  return o;
+}
+
+json::object ConfigService::pending_json(const PendingPurge& p) const {
+  bool held = false;
+  json::array waits;
+  for (std::string& w : purge_waits(p, held)) waits.emplace_back(std::move(w));
+  const uint64_t now = unix_ms();
+  return json::object{{"server", p.server},
+                      {"version", p.version},
+                      {"not_before_ms", p.not_before_ms},
+                      {"grace_left_ms", p.not_before_ms > now ? p.not_before_ms - now : 0},
+                      {"streams", p.streams},
+                      {"held", held},
+                      {"waits_for", std::move(waits)}};
+}
+
+json::object ConfigService::drain_json(const std::string& server, const Drain& d) const {
+  const Node* n = find("hash", server);
+  json::object o{{"server", server}, {"version", d.version}, {"purge_sent", d.purged}};
+  std::optional<double> records;
+  if (n) {
+    if (const auto* r = n->stats.if_contains("records"); r && r->is_number()) {
+      records = r->to_number<double>();
+    }
+  }
+  o["state"] = !n ? "unknown" : !n->up ? "down" : n->session ? "up" : "disconnected";
+  o["records"] = records ? json::value(static_cast<uint64_t>(*records)) : json::value(nullptr);
+  o["stream"] = n && n->stream ? json::value(stream_json(*n)) : json::value(nullptr);
+  bool pending = false;
+  for (const PendingPurge& p : pending_) {
+    if (p.server == server) {
+      o["pending_purge"] = pending_json(p);
+      pending = true;
+    }
+  }
+  if (!pending) o["pending_purge"] = nullptr;
+  // Drained: its stream was done at the drain version or later (the automatic purge waits for
+  // that), the purge was sent and is no longer pending, and it says it holds nothing.
+  o["drained"] = d.purged && !pending && records && *records == 0 && n && n->rejoin_purge_id == 0;
   return o;
 }
 
@@ -511,10 +800,22 @@ AdminResult ConfigService::status() {
     if (convergence_.reached_ms) c["reached_every_node_ms"] = *convergence_.reached_ms;
     o["last_change"] = std::move(c);
   }
-  if (pending_purge_) {
-    o["pending_purge"] = json::object{{"version", pending_purge_->version},
-                                      {"servers", json::value_from(pending_purge_->servers)}};
+  json::array pending;
+  uint64_t newest = 0;
+  json::array servers;
+  for (const PendingPurge& p : pending_) {
+    pending.push_back(pending_json(p));
+    newest = std::max(newest, p.version);
+    servers.emplace_back(p.server);
   }
+  if (!pending_.empty()) {
+    // The summary of before issue 13 (the newest version any entry waits on, and the servers).
+    o["pending_purge"] = json::object{{"version", newest}, {"servers", std::move(servers)}};
+  }
+  o["pending_purges"] = std::move(pending);
+  json::array drains;
+  for (const auto& [name, d] : drains_) drains.push_back(drain_json(name, d));
+  o["drains"] = std::move(drains);
   return AdminResult::ok(std::move(o));
 }
 
@@ -594,7 +895,7 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
   for (const ServerSpec& spec : specs) {
     ServerInfo s{spec.name, spec.address.value_or(""), spec.shards.value_or(0), spec.weight};
     const Node* node = find("hash", spec.name);
-    if (node && node->rejoin_purge) {
+    if (node && node->rejoin_purge_id) {
       return AdminResult::error(409, spec.name +
                                          " is still purging the records it held before it "
                                          "was removed; try again when that is done");
@@ -620,6 +921,8 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
     t = std::move(*r.table);
     change += " " + spec.name;
   }
+  // A server added back is no longer being drained.
+  for (const ServerSpec& spec : specs) drains_.erase(spec.name);
   if (!router_ && t.mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
   if (auto err = validate(t); !err.empty()) return AdminResult::error(400, err);
   return apply(TableResult{std::move(t), ""}, "server " + change);
@@ -683,6 +986,11 @@ AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
   if (!n) return AdminResult::error(404, "unknown hash server " + server);
   if (!n->session) return AdminResult::error(503, server + " is not connected");
   send_purge(*n, kind, age_seconds);
+  // A drain with the automatic purge off ends with the operator's purge.
+  if (auto d = drains_.find(server);
+      d != drains_.end() && (kind == PurgeAction::kNotOwned || kind == PurgeAction::kAll)) {
+    d->second.purged = true;
+  }
   json::array shards;
   for (const auto& p : n->purges) shards.push_back(control::purge_shard_json(p));
   return AdminResult::ok(json::object{
@@ -705,6 +1013,90 @@ AdminResult ConfigService::purge_status() {
     }
   }
   return AdminResult::ok(json::object{{"purges", std::move(out)}});
+}
+
+AdminResult ConfigService::drain(const std::string& server) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  if (router_->table().server_index(server) < 0) {
+    if (auto d = drains_.find(server); d != drains_.end()) {
+      // Again: nothing changes, and the answer says how far it is (so `imctl drain NAME --wait`
+      // can be run again after a timeout).
+      return AdminResult::ok(
+          json::object{{"version", store_.version()},
+                       {"change", "none: " + server +
+                                      " is already being drained (out of the table since "
+                                      "version " +
+                                      std::to_string(d->second.version) + ")"},
+                       {"drain", drain_json(server, d->second)}});
+    }
+    return AdminResult::error(404, "unknown server " + server);
+  }
+  // The same table edit as `server remove` (in range mode its ranges go to the others in turn);
+  // the stream apply() starts moves its records to their new owners.
+  AdminResult r = apply(remove_server(router_->table(), server), "drain " + server);
+  if (r.status != 200) return r;
+  const Drain& d = drains_[server] = Drain{store_.version(), false};
+  if (!settings_.auto_purge) {
+    spdlog::warn("drain {}: the automatic purge is off: purge it by hand once its stream is done",
+                 server);
+  }
+  r.body.as_object()["drain"] = drain_json(server, d);
+  return r;
+}
+
+AdminResult ConfigService::drain_status(const std::string& server) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  auto d = drains_.find(server);
+  if (d == drains_.end()) {
+    return AdminResult::error(
+        404, server + " is not being drained (start with `imctl drain " + server + "`)");
+  }
+  return AdminResult::ok(drain_json(server, d->second));
+}
+
+AdminResult ConfigService::streams() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  json::array out;
+  for (const auto& [key, n] : nodes_) {
+    if (n.role != "hash") continue;
+    out.push_back(
+        json::object{{"server", n.name},
+                     {"state", !n.up       ? "down"
+                               : n.session ? "up"
+                                           : "disconnected"},
+                     {"stream", n.stream ? json::value(stream_json(n)) : json::value(nullptr)}});
+  }
+  return AdminResult::ok(json::object{{"streams", std::move(out)}});
+}
+
+AdminResult ConfigService::stream_control(const std::string& server, StreamControl action) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  Node* n = find("hash", server);
+  if (!n) return AdminResult::error(404, "unknown hash server " + server);
+  if (!n->session) return AdminResult::error(503, server + " is not connected");
+  if (!router_) return AdminResult::error(409, "there is no table yet");
+  if (!streams_known(*n)) {
+    // A hash server of a version before streams closes its link on a message it does not know.
+    return AdminResult::error(409, server +
+                                       " has sent no stream report since it registered: it does "
+                                       "not stream (a version before streams?)");
+  }
+  if (action == StreamControl::kRestart) {
+    if (n->rejoin_purge_id) {
+      return AdminResult::error(409, server +
+                                         " is purging everything it held before it was "
+                                         "removed; it has nothing to stream");
+    }
+    send_stream(*n, StreamAction::kStart, router_->version());
+  } else {
+    send_stream(*n, StreamAction::kCancel, router_->version());
+  }
+  return AdminResult::ok(
+      json::object{{"server", server},
+                   {"requested", action == StreamControl::kRestart ? "restart" : "cancel"},
+                   {"version", router_->version()},
+                   {"stream", n->stream ? json::value(stream_json(*n)) : json::value(nullptr)}});
 }
 
 }  // namespace imhash

@@ -1,9 +1,14 @@
 // ConfigService: the config server's core (docs/design.md §3–§5). It owns the durable table
 // history, the registry of nodes that dialled in, pushes every new version to all of them and
 // tracks their acknowledgements, watches heartbeats (three missed: DOWN), fails over DOWN hash
-// servers when asked to, and sends lazy purges: automatically to old owners once every login server
-// runs the new version and the grace period has passed, on demand through the admin API, and "purge
-// all" to a hash server that comes back after it was removed from the table.
+// servers when asked to, tells hash servers to stream the records other servers now own to them
+// (issue 13), and sends lazy purges: automatically to each old owner once the grace period has
+// passed, every node that is up runs the new version and that server's stream is done (one pending
+// purge per hash server, kept in the state file across restarts), on demand through the admin API,
+// and "purge all" to a hash server that comes back (re-registers, or heartbeats again after DOWN)
+// after it was removed from the table while it could not stream. Every purge it sends carries an
+// id, so a purge it waits for is taken as done only from reports of that purge. It drains servers
+// (`imctl drain`: out of the table by streaming) and shows how far each is.
 //
 // What a node says is not taken on trust (docs/security.md, "config server node port"): a name
 // held by a live link is not handed to a second connection; a version above the latest the config
@@ -78,6 +83,10 @@ class ConfigService final : public AdminBackend {
   AdminResult purge(const std::string& server, frame::PurgeAction kind,
                     uint32_t age_seconds) override;
   AdminResult purge_status() override;
+  AdminResult drain(const std::string& server) override;
+  AdminResult drain_status(const std::string& server) override;
+  AdminResult streams() override;
+  AdminResult stream_control(const std::string& server, StreamControl action) override;
 
  private:
   struct Node {
@@ -94,24 +103,30 @@ class ConfigService final : public AdminBackend {
     int64_t behind_since_ns = 0;
     bool lagging = false;
     int64_t last_rejected_log_ns = 0;  // versions above the latest pushed: logged once a second
-    bool rejoin_purge = false;         // purging everything after it came back removed
+    // Purging everything after it came back removed: the id of that purge (0: none). Done only
+    // when every shard reports that id done.
+    uint64_t rejoin_purge_id = 0;
     boost::json::object stats;
     // Requests per second, from the request counters of two successive heartbeats.
     double requests_per_s = 0;
     double last_requests = -1;
     int64_t last_requests_ns = 0;
-    std::vector<control::PurgeShard> purges;
+    std::vector<control::PurgeShard> purges;  // by shard, latest report of each
+    // Its latest stream report since it registered (a hash server sends one after registering).
+    std::optional<control::StreamReport> stream;
+    int64_t stream_heard_ns = 0;
     NodeSession* session = nullptr;
+  };
+  // A server being drained (imctl drain): out of the table at `version`; `purged` once its
+  // automatic purge (or a purge of everything) was sent.
+  struct Drain {
+    uint64_t version = 0;
+    bool purged = false;
   };
   struct Convergence {
     uint64_t version = 0;
     int64_t started_ns = 0;
     std::optional<double> reached_ms;  // when every node that is up acknowledged it
-  };
-  struct PendingPurge {
-    uint64_t version = 0;
-    int64_t not_before_ns = 0;
-    std::vector<std::string> servers;  // hash servers that may hold ids they no longer own
   };
 
   // Validates, writes durably, pushes. `next` has the current version; the new one is +1.
@@ -124,12 +139,33 @@ class ConfigService final : public AdminBackend {
   enum VersionSource : uint8_t { kFromRegister, kFromHeartbeat, kFromAck };
   static constexpr const char* kSourceNames[3] = {"register", "heartbeat", "ack"};
   bool take_version(Node& n, const NodeSession& session, VersionSource from, uint64_t version);
+  // A hash server that sent a stream report since it registered knows streams (it sends one right
+  // after registering). One that never does is of a version before streams, which closes its link
+  // on a message it does not know: it is sent no stream command, and its automatic purge waits
+  // (an operator purges it by hand).
+  static bool streams_known(const Node& n) { return n.stream.has_value(); }
   // Every node that is up and not lagging: the ones convergence and the automatic purge wait for.
   static bool waited_for(const Node& n) { return n.up && !n.lagging; }
   int64_t down_after_ns() const;
   // The registration is refused because `key` is held by a live link ("" if it may go ahead).
   std::string name_held(const std::string& key, const NodeSession& session) const;
-  void send_purge(Node& node, frame::PurgeAction action, uint32_t age_seconds);
+  // Sends a purge with a fresh id and returns the id (0 if the node is not connected).
+  uint64_t send_purge(Node& node, frame::PurgeAction action, uint32_t age_seconds);
+  void send_stream(Node& node, control::StreamAction action, uint64_t version);
+  // A hash server that registered or came back from DOWN: purge everything if it was removed
+  // while it could not stream; else, if a purge is pending for it, stream again first.
+  void on_rejoin(Node& node);
+  // A hash server with a pending purge `p` that registered or came back must be told to stream.
+  bool needs_stream(const Node& node, const PendingPurge& p) const;
+  void on_purge_report(Node& node, const control::PurgeReport& report);
+  // What the pending purge `p` still waits for, in words (empty: it may be sent); `held` is set
+  // when only the operator can release it (a cancelled stream).
+  std::vector<std::string> purge_waits(const PendingPurge& p, bool& held) const;
+  PendingPurge* pending_for(const std::string& server);
+  void save_pending(const char* why);
+  boost::json::object pending_json(const PendingPurge& p) const;
+  boost::json::object drain_json(const std::string& server, const Drain& d) const;
+  boost::json::object stream_json(const Node& n) const;
   void tick();
   void check_convergence();
   void maybe_auto_purge();
@@ -138,6 +174,7 @@ class ConfigService final : public AdminBackend {
   // Every node that is up and not LAGGING runs the current version (imctl status: converged).
   bool converged() const;
   Node* find(const std::string& role, const std::string& name);
+  const Node* find(const std::string& role, const std::string& name) const;
   bool was_ever_member(const std::string& name) const;
   static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
@@ -149,7 +186,9 @@ class ConfigService final : public AdminBackend {
   std::map<std::string, Node> nodes_;  // "role/name"
   std::shared_ptr<const Router> router_;
   Convergence convergence_;
-  std::optional<PendingPurge> pending_purge_;
+  std::vector<PendingPurge> pending_;  // as in store_ (one per hash server)
+  std::map<std::string, Drain> drains_;
+  uint64_t next_purge_id_ = 0;       // from the wall clock at start-up: ids are not reused
   std::vector<uint8_t> push_bytes_;  // encoded_push()
   uint64_t push_bytes_version_ = 0;
   uint64_t refused_name_held_ = 0;

@@ -158,13 +158,23 @@ commands:
   purge NAME [--not-owned | --older-than AGE | --all | --cancel | --status]
                                        purge records on a hash server (default: --not-owned);
                                        AGE: 90, 90s, 15m, 2h or 7d
+  drain NAME [--wait [--timeout SECONDS] | --status]
+                                       take NAME out of the table by streaming its records to
+                                       their new owners, then purging them; --wait: poll until it
+                                       holds nothing (at most SECONDS, default 600; exit 75 if
+                                       not drained by then); --status: how far it is
+  stream status                        every hash server's latest stream: records sent, progress,
+                                       rate, ETA
+  stream cancel NAME                   stop NAME's stream (its automatic purge is held)
+  stream restart NAME                  start NAME's stream again from the beginning
   where ID                             the server and shard that own user ID
   token ID --ttl AGE --key-file FILE   print an authentication token for user ID valid for AGE,
                                        made locally from the login servers' key file (no config
                                        server needed); with --json: user_id, expiry, token
 
 exit status: 0 done; 1 the config server refused the request; 64 bad command line;
-             69 the config server could not be reached or did not answer
+             69 the config server could not be reached or did not answer;
+             75 drain --wait: not drained within --timeout
 )";
 }
 
@@ -578,6 +588,60 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
         }
       } else {
         body["kind"] = kind == "--all" ? "all" : kind == "--cancel" ? "cancel" : "not_owned";
+      }
+    }
+  } else if (command == "drain") {
+    e = split_args(rest, 1, command, {{"--wait", false}, {"--timeout", true}, {"--status", false}},
+                   a);
+    if (e.empty()) {
+      e = positional_count(command, a, 1, "drain NAME [--wait [--timeout SECONDS] | --status]");
+    }
+    if (e.empty()) e = check_name(command, a.positional[0]);
+    if (e.empty() && a.flag("--status") && (a.flag("--wait") || a.flag("--timeout"))) {
+      e = "drain: --status shows the drain; it does not go with --wait or --timeout";
+    }
+    if (e.empty() && a.flag("--timeout") && !a.flag("--wait")) {
+      e = "drain: --timeout applies to --wait only";
+    }
+    if (const std::string* t = a.flag("--timeout"); e.empty() && t) {
+      if (const auto s = count_in(*t, 1, 86400 * 7)) {
+        inv.wait_timeout_s = static_cast<uint32_t>(*s);
+      } else {
+        e = "drain: --timeout must be a number of seconds between 1 and 604800 (got " +
+            single_quoted(*t) + ")";
+      }
+    }
+    if (e.empty()) {
+      inv.server = a.positional[0];
+      inv.target = "/v1/servers/" + a.positional[0] + "/drain";
+      inv.wait = a.flag("--wait") != nullptr;
+      if (a.flag("--status")) {
+        inv.command = ImctlCommand::kDrainStatus;
+      } else {
+        inv.command = ImctlCommand::kDrain;
+        inv.method = verb::post;
+      }
+    }
+  } else if (command == "stream") {
+    const std::string sub = rest.size() > 1 ? rest[1] : "";
+    if (sub != "status" && sub != "cancel" && sub != "restart") {
+      return usage_error(
+          "stream: expected 'stream status', 'stream cancel NAME' or 'stream restart NAME'");
+    }
+    inv.name = "stream " + sub;
+    e = split_args(rest, 2, inv.name, {}, a);
+    if (sub == "status") {
+      if (e.empty()) e = positional_count(inv.name, a, 0, "stream status");
+      inv.command = ImctlCommand::kStreamStatus;
+      inv.target = "/v1/streams";
+    } else {
+      if (e.empty()) e = positional_count(inv.name, a, 1, inv.name + " NAME");
+      if (e.empty()) e = check_name(inv.name, a.positional[0]);
+      if (e.empty()) {
+        inv.command = sub == "cancel" ? ImctlCommand::kStreamCancel : ImctlCommand::kStreamRestart;
+        inv.method = verb::post;
+        inv.server = a.positional[0];
+        inv.target = "/v1/streams/" + a.positional[0] + "/" + sub;
       }
     }
   } else {

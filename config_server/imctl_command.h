@@ -38,8 +38,16 @@ enum class ImctlCommand : uint8_t {
   kPurge,        // start or cancel a purge
   kPurgeStatus,  // purge NAME --status: GET /v1/purge, shown for NAME only
   kWhere,
-  kToken,  // token ID --ttl AGE --key-file FILE: computed locally, no request
+  kToken,          // token ID --ttl AGE --key-file FILE: computed locally, no request
+  kDrain,          // drain NAME [--wait [--timeout S]]: POST /v1/servers/NAME/drain
+  kDrainStatus,    // drain NAME --status: GET /v1/servers/NAME/drain
+  kStreamStatus,   // stream status: GET /v1/streams
+  kStreamCancel,   // stream cancel NAME
+  kStreamRestart,  // stream restart NAME
 };
+
+inline constexpr uint32_t kImctlDefaultDrainTimeoutS = 600;
+inline constexpr int kImctlExitTimeout = 75;  // EX_TEMPFAIL: drain --wait ran out of time
 
 struct ImctlInvocation {
   // Global options.
@@ -56,8 +64,12 @@ struct ImctlInvocation {
   boost::beast::http::verb method = boost::beast::http::verb::get;
   std::string target;  // "/v1/where/42"
   std::string body;    // JSON text for POST; empty for GET
-  std::string server;  // kPurgeStatus: the server whose purges are shown
+  std::string server;  // kPurgeStatus, drain, stream cancel|restart: the server named
   bool watch = false;  // status --watch: redraw every second until interrupted
+  // drain --wait: after the POST, poll GET `target` every second until drained, at most
+  // `wait_timeout_s` seconds.
+  bool wait = false;
+  uint32_t wait_timeout_s = kImctlDefaultDrainTimeoutS;
 
   // kToken: made here from the key file (docs/design.md §6), printed as hex or, with --json, as
   // JSON.

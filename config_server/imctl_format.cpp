@@ -128,6 +128,18 @@ std::string error_sentence(const HttpReply& reply, const json::value* body) {
   return "the config server answered HTTP " + std::to_string(reply.status);
 }
 
+// "hash1 after version 8: waits for grace period (3.1 s left); stream (...)" or "... ready".
+std::string pending_purge_phrase(const json::value& p) {
+  std::string waits;
+  if (const json::array* list = array_field(p, "waits_for")) {
+    for (const json::value& w : *list) waits += (waits.empty() ? "" : "; ") + text(&w);
+  }
+  const json::value* held = field(p, "held");
+  return text(p, "server") + " after version " + text(p, "version") + ": " +
+         (held && held->is_bool() && held->get_bool() ? "HELD, " : "") +
+         (waits.empty() ? std::string("ready, sent at the next check") : "waits for " + waits);
+}
+
 }  // namespace
 
 // ---- Pieces -------------------------------------------------------------------------------------
@@ -216,13 +228,21 @@ std::string format_status(const json::value& body) {
                     : std::string(" has not reached every node yet")) +
            "\n";
   }
-  if (const json::value* pending = field(body, "pending_purge")) {
+  if (const json::array* list = array_field(body, "pending_purges"); list && !list->empty()) {
+    // One per hash server, with what it waits for (issue 13).
+    out += "pending purges of old copies:\n";
+    for (const json::value& p : *list) out += "  " + pending_purge_phrase(p) + "\n";
+  } else if (const json::value* pending = field(body, "pending_purge")) {
     std::string servers;
     if (const json::array* list = array_field(*pending, "servers")) {
       for (const json::value& s : *list) servers += " " + text(&s);
     }
     out += "pending purge of old copies after version " + text(*pending, "version") + ":" +
            (servers.empty() ? std::string(" -") : servers) + "\n";
+  }
+  if (const json::array* drains = array_field(body, "drains"); drains && !drains->empty()) {
+    out += "drains:\n";
+    for (const json::value& d : *drains) out += "  " + drain_progress_line(d) + "\n";
   }
   out += "\n";
   const json::array* nodes = array_field(body, "nodes");
@@ -237,6 +257,16 @@ std::string format_status(const json::value& body) {
                  text(node, "requests_per_s")});
     }
     out += table.render();
+  }
+  if (nodes) {
+    // Streams that are running, or ended otherwise than idle (the idle ones say nothing).
+    std::string streams;
+    for (const json::value& node : *nodes) {
+      const json::value* stream = field(node, "stream");
+      if (!stream || !stream->is_object() || text(*stream, "state") == "idle") continue;
+      streams += "  " + text(node, "name") + ": " + stream_phrase(stream) + "\n";
+    }
+    if (!streams.empty()) out += "\nstreams:\n" + streams;
   }
   const json::array* purges = array_field(body, "purges");
   if (purges && !purges->empty()) {
@@ -341,6 +371,105 @@ std::string format_purges(const json::value& body, std::string_view server) {
   return table.render();
 }
 
+std::string stream_phrase(const json::value* stream) {
+  if (!stream || !stream->is_object()) return "no report";
+  std::string out = text(*stream, "state") + " at version " + text(*stream, "version") + ": " +
+                    text(*stream, "sent") + " records sent";
+  const std::string state = text(*stream, "state");
+  if (state == "running") {
+    const auto scanned = number(field(*stream, "scanned"));
+    const auto total = number(field(*stream, "total"));
+    if (scanned && total) out += ", " + progress_bar(*scanned, *total);
+    out += ", " + text(*stream, "rate") + "/s";
+    if (auto eta = number(field(*stream, "eta_ms"))) out += ", ETA " + format_duration_ms(*eta);
+  }
+  if (auto restarts = number(field(*stream, "restarts")); restarts && *restarts > 0) {
+    out += ", " + std::to_string(*restarts) + " restarts";
+  }
+  return out;
+}
+
+bool drain_done(const json::value& drain) {
+  const json::value* drained = field(drain, "drained");
+  return drained && drained->is_bool() && drained->get_bool();
+}
+
+std::string drain_progress_line(const json::value& drain) {
+  std::string out = text(drain, "server") + " (out of the table at version " +
+                    text(drain, "version") + ", " + text(drain, "state") + "): ";
+  if (drain_done(drain)) return out + "drained, it holds nothing";
+  out += text(drain, "records") + " records; stream " + stream_phrase(field(drain, "stream"));
+  const json::value* pending = field(drain, "pending_purge");
+  if (pending && pending->is_object()) {
+    out += "; purge pending: " +
+           pending_purge_phrase(*pending).substr(text(*pending, "server").size() + 1);
+  } else {
+    const json::value* sent = field(drain, "purge_sent");
+    out += sent && sent->is_bool() && sent->get_bool() ? "; purge sent" : "; no purge pending";
+  }
+  return out;
+}
+
+bool drained_reply(const HttpOutcome& outcome) {
+  if (outcome.failure != HttpFailure::kNone || outcome.reply.status != 200) return false;
+  json::error_code ec;
+  const json::value body = json::parse(outcome.reply.body, ec);
+  return !ec && drain_done(body);
+}
+
+ImctlInvocation drain_poll_invocation(const ImctlInvocation& drain) {
+  ImctlInvocation poll = drain;
+  poll.command = ImctlCommand::kDrainStatus;
+  poll.method = boost::beast::http::verb::get;
+  poll.body.clear();
+  poll.wait = false;
+  return poll;
+}
+
+std::string format_drain(const json::value& body) {
+  // POST: {"version", "change", "table", "drain": {...}}; GET: the drain object itself.
+  if (field(body, "change")) {
+    const json::value* drain = field(body, "drain");
+    return format_change(body) + (drain ? drain_progress_line(*drain) + "\n" : std::string());
+  }
+  return drain_progress_line(body) + "\n";
+}
+
+std::string format_streams(const json::value& body) {
+  const json::array* list = array_field(body, "streams");
+  if (!list || list->empty()) return "no hash servers\n";
+  TextTable table({"SERVER", "NODE", "STREAM", "VERSION", "SENT", "PROGRESS", "RATE/S", "ETA",
+                   "RESTARTS", "TARGETS"});
+  for (const json::value& row : *list) {
+    const json::value* stream = field(row, "stream");
+    if (!stream || !stream->is_object()) {
+      table.add({text(row, "server"), text(row, "state"), "no report", "-", "-", "-", "-", "-", "-",
+                 "-"});
+      continue;
+    }
+    std::string targets;
+    if (const json::array* t = array_field(*stream, "targets")) {
+      for (const json::value& target : *t) {
+        targets +=
+            (targets.empty() ? "" : " ") + text(target, "name") + "=" + text(target, "records");
+      }
+    }
+    const auto eta = number(field(*stream, "eta_ms"));
+    table.add({text(row, "server"), text(row, "state"), text(*stream, "state"),
+               text(*stream, "version"), text(*stream, "sent"), progress_text(*stream),
+               text(*stream, "rate"),
+               eta && text(*stream, "state") == "running" ? format_duration_ms(*eta)
+                                                          : std::string(kMissing),
+               text(*stream, "restarts"), targets.empty() ? std::string(kMissing) : targets});
+  }
+  return table.render();
+}
+
+std::string format_stream_control(const json::value& body) {
+  return "stream " + text(body, "requested") + " sent to " + text(body, "server") +
+         " (table version " + text(body, "version") + ")\n";
+}
+
 std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
   switch (inv.command) {
     case ImctlCommand::kStatus:
@@ -365,6 +494,14 @@ std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
     case ImctlCommand::kSplit:
     case ImctlCommand::kMerge:
       return format_change(body);
+    case ImctlCommand::kDrain:
+    case ImctlCommand::kDrainStatus:
+      return format_drain(body);
+    case ImctlCommand::kStreamStatus:
+      return format_streams(body);
+    case ImctlCommand::kStreamCancel:
+    case ImctlCommand::kStreamRestart:
+      return format_stream_control(body);
     case ImctlCommand::kToken:
       break;  // made locally (imctl_main.cpp), never an admin API reply
   }

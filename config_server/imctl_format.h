@@ -41,6 +41,21 @@ std::string format_change(const boost::json::value& body);   // POST mode/server
 std::string format_purge(const boost::json::value& body);    // POST /v1/purge
 // GET /v1/purge, only the rows of `server` ("" for all).
 std::string format_purges(const boost::json::value& body, std::string_view server);
+// POST /v1/servers/NAME/drain (the change, then the drain) and GET (the drain alone).
+std::string format_drain(const boost::json::value& body);
+// One line of drain --wait's progress, for the drain object GET /v1/servers/NAME/drain answers.
+std::string drain_progress_line(const boost::json::value& drain);
+// The drain object says "drained": true.
+bool drain_done(const boost::json::value& drain);
+// drain --wait's poll: a 200 reply whose drain object says "drained": true.
+bool drained_reply(const HttpOutcome& outcome);
+// drain --wait's poll request (GET the drain) for the `drain NAME --wait` invocation.
+ImctlInvocation drain_poll_invocation(const ImctlInvocation& drain);
+std::string format_streams(const boost::json::value& body);         // GET /v1/streams
+std::string format_stream_control(const boost::json::value& body);  // POST /v1/streams/NAME/...
+// A stream report as one phrase: "running at version 7: 4500 records sent, [###.......]  30%,
+// 12000/s, ETA 3.2s" ("no report" for null).
+std::string stream_phrase(const boost::json::value* stream);
 
 // "[#####.....]  52%": `done` of `total` in a bar of `width` cells (total 0 shows 0%).
 std::string progress_bar(uint64_t done, uint64_t total, size_t width = 10);

@@ -1,5 +1,6 @@
 // imctl: the operator's command-line client of the config server's admin API (docs/design.md §7,
 // docs/admin_api.md). Glue only: parse the arguments, make one HTTP request, print the outcome.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,19 @@
 #include "config_server/imctl_http.h"
 
 namespace {
+
+// One exchange of `inv` with the config server.
+imhash::HttpOutcome ask(const imhash::ImctlInvocation& inv, const std::string& token) {
+  return imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout,
+                               token);
+}
+
+// Prints an outcome: its text on stdout (flushed first), its error on stderr.
+void print(const imhash::ImctlOutput& output) {
+  std::fwrite(output.out.data(), 1, output.out.size(), stdout);
+  std::fflush(stdout);
+  std::fwrite(output.err.data(), 1, output.err.size(), stderr);
+}
 
 int imctl_main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -54,9 +68,7 @@ int imctl_main(int argc, char** argv) {
     // Redraws the status every second until interrupted (Ctrl-C); an unreachable config server
     // is shown, not fatal, so the view recovers when it comes back.
     for (;;) {
-      const imhash::HttpOutcome outcome = imhash::http_exchange(
-          inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout, token);
-      const imhash::ImctlOutput output = imhash::imctl_output(inv, outcome);
+      const imhash::ImctlOutput output = imhash::imctl_output(inv, ask(inv, token));
       std::fputs("\033[H\033[2J", stdout);
       std::fwrite(output.out.data(), 1, output.out.size(), stdout);
       std::fwrite(output.err.data(), 1, output.err.size(), stdout);
@@ -64,13 +76,26 @@ int imctl_main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
-  const imhash::HttpOutcome outcome = imhash::http_exchange(
-      inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout, token);
-  const imhash::ImctlOutput output = imhash::imctl_output(inv, outcome);
-  std::fwrite(output.out.data(), 1, output.out.size(), stdout);
-  std::fflush(stdout);
-  std::fwrite(output.err.data(), 1, output.err.size(), stderr);
-  return output.exit_code;
+  const imhash::ImctlOutput output = imhash::imctl_output(inv, ask(inv, token));
+  print(output);
+  if (output.exit_code != imhash::kExitOk || !inv.wait) return output.exit_code;
+  // drain --wait: one progress line a second until the server holds nothing, bounded by
+  // --timeout. A poll that fails ends the wait with its error.
+  const imhash::ImctlInvocation poll = imhash::drain_poll_invocation(inv);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(inv.wait_timeout_s);
+  for (;;) {
+    const imhash::HttpOutcome polled = ask(poll, token);
+    const imhash::ImctlOutput line = imhash::imctl_output(poll, polled);
+    print(line);
+    if (line.exit_code != imhash::kExitOk) return line.exit_code;
+    if (imhash::drained_reply(polled)) return imhash::kExitOk;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "imctl: drain: %s is not drained after %u s (--timeout)\n",
+                   inv.server.c_str(), inv.wait_timeout_s);
+      return imhash::kImctlExitTimeout;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 }  // namespace

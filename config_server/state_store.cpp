@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/durable_file.h"
@@ -16,6 +17,14 @@ namespace imhash {
 
 namespace {
 constexpr const char* kStateFile = "state.json";
+
+// A JSON integer that fits a uint64_t.
+std::optional<uint64_t> unsigned_of(const json::value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_uint64()) return v->get_uint64();
+  if (v->is_int64() && v->get_int64() >= 0) return static_cast<uint64_t>(v->get_int64());
+  return std::nullopt;
+}
 }  // namespace
 
 StateStore::StateStore(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/" + kStateFile) {
@@ -52,6 +61,24 @@ StateStore::StateStore(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/"
     history_.push_back(std::move(h));
   }
   if (!history_.empty()) current_ = history_.front().table;
+  // "pending_purges" came with issue 13: a state file written before it has none.
+  if (const json::value* pending = o.if_contains("pending_purges")) {
+    const json::array* list = pending->if_array();
+    if (!list) throw ConfigError(path_ + ": \"pending_purges\" must be an array");
+    for (const json::value& e : *list) {
+      const json::object* eo = e.if_object();
+      const json::value* server = eo ? eo->if_contains("server") : nullptr;
+      const auto version = unsigned_of(eo ? eo->if_contains("version") : nullptr);
+      const auto not_before = unsigned_of(eo ? eo->if_contains("not_before_ms") : nullptr);
+      const json::value* streams = eo ? eo->if_contains("streams") : nullptr;
+      if (!server || !server->is_string() || !version || !not_before ||
+          (streams && !streams->is_bool())) {
+        throw ConfigError(path_ + ": malformed pending purge " + json::serialize(e));
+      }
+      pending_.push_back(PendingPurge{std::string(server->get_string()), *version, *not_before,
+                                      streams && streams->get_bool()});
+    }
+  }
 }
 
 const Table* StateStore::at_version(uint64_t version) const {
@@ -61,14 +88,28 @@ const Table* StateStore::at_version(uint64_t version) const {
   return nullptr;
 }
 
-std::string StateStore::commit(Table next, std::string change) {
+std::string StateStore::commit(Table next, std::string change, std::vector<PendingPurge> pending) {
   if (next.version != version() + 1) return "internal error: version must grow by one";
   if (auto err = validate(next); !err.empty()) return err;
   std::deque<HistoryEntry> history = history_;
   history.push_front(HistoryEntry{next.version, static_cast<uint64_t>(std::time(nullptr)),
                                   std::move(change), next});
   while (history.size() > kMaxHistory) history.pop_back();
+  if (auto err = write(history, pending); !err.empty()) return err;
+  history_ = std::move(history);
+  current_ = std::move(next);
+  pending_ = std::move(pending);
+  return {};
+}
 
+std::string StateStore::set_pending_purges(std::vector<PendingPurge> pending) {
+  if (auto err = write(history_, pending); !err.empty()) return err;
+  pending_ = std::move(pending);
+  return {};
+}
+
+std::string StateStore::write(const std::deque<HistoryEntry>& history,
+                              const std::vector<PendingPurge>& pending) {
   json::array entries;
   for (const auto& h : history) {
     boost::system::error_code ec;
@@ -76,12 +117,18 @@ std::string StateStore::commit(Table next, std::string change) {
                                    {"change", h.change},
                                    {"table", json::parse(table_to_json(h.table), ec)}});
   }
+  json::array purges;
+  for (const PendingPurge& p : pending) {
+    purges.push_back(json::object{{"server", p.server},
+                                  {"version", p.version},
+                                  {"not_before_ms", p.not_before_ms},
+                                  {"streams", p.streams}});
+  }
   const std::string text =
-      json::serialize(json::object{{"format", 1}, {"history", std::move(entries)}}) + "\n";
-  if (auto err = replace_file_durably(dir_, kStateFile, text); !err.empty()) return err;
-  history_ = std::move(history);
-  current_ = std::move(next);
-  return {};
+      json::serialize(json::object{
+          {"format", 1}, {"history", std::move(entries)}, {"pending_purges", std::move(purges)}}) +
+      "\n";
+  return replace_file_durably(dir_, kStateFile, text);
 }
 
 }  // namespace imhash

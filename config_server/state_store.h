@@ -1,7 +1,7 @@
-// StateStore: the config server's durable state — the current routing table and its version
-// history — in one JSON file under --state-dir, replaced atomically (common/durable_file.h), so a
-// crash or kill -9 at any instant leaves either the old state or the new one, never a torn file
-// (docs/design.md §5).
+// StateStore: the config server's durable state — the current routing table, its version history
+// and the automatic purges still pending (one per hash server) — in one JSON file under
+// --state-dir, replaced atomically (common/durable_file.h), so a crash or kill -9 at any instant
+// leaves either the old state or the new one, never a torn file (docs/design.md §5).
 //
 // Not thread-safe: the config server's main thread only.
 #pragma once
@@ -10,6 +10,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/table.h"
 
@@ -20,6 +21,21 @@ struct HistoryEntry {
   uint64_t time = 0;   // Unix seconds
   std::string change;  // what the operator (or failover) did, in words
   Table table;
+};
+
+// An automatic purge of the old copies a hash server holds after table `version` moved ids away
+// from it (docs/operations.md, "The pending purge"). It is sent once the grace period has passed
+// (`not_before_ms`, wall-clock Unix milliseconds, so it survives a restart), every node that is up
+// runs `version`, and the server's stream is done at `version` or later.
+struct PendingPurge {
+  std::string server;
+  uint64_t version = 0;
+  uint64_t not_before_ms = 0;
+  // The server was up when the change was made and was told to stream what it holds: if it is no
+  // longer in the table when it comes back (re-registers, or heartbeats again after DOWN), it
+  // streams again rather than purging everything (a server removed while DOWN purges all).
+  bool streams = false;
+  friend bool operator==(const PendingPurge&, const PendingPurge&) = default;
 };
 
 class StateStore {
@@ -38,9 +54,16 @@ class StateStore {
   // The table of `version`, if still in the history.
   const Table* at_version(uint64_t version) const;
 
-  // Makes `next` (whose version must be version() + 1) current and writes it durably before
-  // returning. Returns "" on success or what failed; on failure nothing changes.
-  std::string commit(Table next, std::string change);
+  // The pending purges, in the order they were written.
+  const std::vector<PendingPurge>& pending_purges() const { return pending_; }
+
+  // Makes `next` (whose version must be version() + 1) current and `pending` the pending purges,
+  // in one durable write before returning. Returns "" on success or what failed; on failure
+  // nothing changes.
+  std::string commit(Table next, std::string change, std::vector<PendingPurge> pending);
+  // Rewrites the pending purges alone (one was sent, or dropped); "" or what failed (then nothing
+  // changes).
+  std::string set_pending_purges(std::vector<PendingPurge> pending);
 
   const std::string& path() const { return path_; }
 
@@ -49,6 +72,10 @@ class StateStore {
   const std::string path_;
   std::optional<Table> current_;
   std::deque<HistoryEntry> history_;
+  std::vector<PendingPurge> pending_;
+
+  std::string write(const std::deque<HistoryEntry>& history,
+                    const std::vector<PendingPurge>& pending);
 };
 
 }  // namespace imhash

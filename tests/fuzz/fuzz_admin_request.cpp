@@ -106,6 +106,22 @@ class CheckingBackend : public imhash::AdminBackend {
     return by_name(server, "purge");
   }
   AdminResult purge_status() override { return called("purge_status"); }
+  AdminResult drain(const std::string& server) override {
+    name(server);
+    return by_name(server, "drain");
+  }
+  AdminResult drain_status(const std::string& server) override {
+    name(server);
+    return by_name(server, "drain_status");
+  }
+  AdminResult streams() override { return called("streams"); }
+  AdminResult stream_control(const std::string& server, imhash::StreamControl action) override {
+    name(server);
+    if (action != imhash::StreamControl::kCancel && action != imhash::StreamControl::kRestart) {
+      violated("stream action");
+    }
+    return by_name(server, "stream_control");
+  }
 
  private:
   static void name(const std::string& n) {

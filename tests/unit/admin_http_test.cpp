@@ -84,6 +84,16 @@ class FakeBackend : public AdminBackend {
                   std::to_string(age_seconds));
   }
   AdminResult purge_status() override { return record("purge_status"); }
+  AdminResult drain(const std::string& server) override { return record("drain " + server); }
+  AdminResult drain_status(const std::string& server) override {
+    return record("drain_status " + server);
+  }
+  AdminResult streams() override { return record("streams"); }
+  AdminResult stream_control(const std::string& server, StreamControl action) override {
+    return record(
+        std::string(action == StreamControl::kCancel ? "stream_cancel " : "stream_restart ") +
+        server);
+  }
 
  private:
   AdminResult record(std::string line) {
@@ -158,6 +168,60 @@ TEST_CASE("admin_http: GET endpoints reach the backend with their arguments") {
   CHECK(b.calls().size() == 11);
   // The backend's body comes back unchanged.
   CHECK(json::serialize(call(b, verb::get, "/v1/table").body) == R"({"fake":true})");
+}
+
+TEST_CASE("admin_http: drains and streams (issue 13)") {
+  FakeBackend b;
+  CHECK(call(b, verb::post, "/v1/servers/hash3/drain").status == 200);
+  CHECK(b.last() == "drain hash3");
+  CHECK(call(b, verb::post, "/v1/servers/hash3/drain", " {} ").status == 200);
+  CHECK(b.last() == "drain hash3");
+  CHECK(call(b, verb::get, "/v1/servers/hash3/drain").status == 200);
+  CHECK(b.last() == "drain_status hash3");
+  CHECK(call(b, verb::get, "/v1/streams").status == 200);
+  CHECK(b.last() == "streams");
+  CHECK(call(b, verb::post, "/v1/streams/hash1/cancel").status == 200);
+  CHECK(b.last() == "stream_cancel hash1");
+  CHECK(call(b, verb::post, "/v1/streams/hash1/restart", "{}").status == 200);
+  CHECK(b.last() == "stream_restart hash1");
+  CHECK(call(b, verb::post, "/v1/streams/h%2d1/restart", "{}").status == 200);
+  CHECK(b.last() == "stream_restart h-1");
+  CHECK(b.calls().size() == 7);
+  // The exact endpoints beside the patterns still route as before.
+  CHECK(call(b, verb::post, "/v1/servers/remove", R"({"names": ["a"]})").status == 200);
+  CHECK(b.last() == "remove_servers a");
+
+  AdminResult r = call(b, verb::post, "/v1/servers/hash3/drain", R"({"force": true})");
+  CHECK(r.status == 400);
+  CHECK(error_of(r) ==
+        "POST /v1/servers/NAME/drain takes no body, or {} (the server is named in the path)");
+  r = call(b, verb::post, "/v1/servers/hash3/drain", "[]");
+  CHECK(r.status == 400);
+  r = call(b, verb::post, "/v1/servers/bad%20name/drain");
+  CHECK(r.status == 400);
+  CHECK(error_of(r) ==
+        "\"bad%20name\" is not a server name, 1 to 64 characters of A-Z a-z 0-9 . _ -");
+  CHECK(call(b, verb::get, "/v1/servers//drain").status == 404);
+  CHECK(call(b, verb::get, "/v1/servers/a/b/drain").status == 404);
+  CHECK(call(b, verb::get, "/v1/streams/hash1").status == 404);
+  CHECK(call(b, verb::get, "/v1/streams/hash1/pause").status == 404);
+  r = call(b, verb::get, "/v1/streams/hash1/cancel");
+  CHECK(r.status == 405);
+  CHECK(error_of(r) == "method GET is not allowed on /v1/streams/hash1/cancel (allowed: POST)");
+  CHECK(call(b, verb::post, "/v1/streams", "{}").status == 405);
+  r = call(b, verb::get, "/v1/servers/hash3/drain?x=1");
+  CHECK(r.status == 400);
+  CHECK(error_of(r) ==
+        "unknown query parameter \"x\" for GET /v1/servers/NAME/drain (it takes none)");
+  CHECK(admin_allowed_methods("/v1/servers/hash3/drain") == "GET, POST");
+  CHECK(admin_allowed_methods("/v1/streams/hash3/restart") == "POST");
+  CHECK(admin_allowed_methods("/v1/streams") == "GET");
+  CHECK(b.calls().size() == 8);
+  // The backend's 404 for an unknown name comes back as it is.
+  b.reply = AdminResult::error(404, "unknown hash server nope");
+  r = handle_admin_request(b, verb::post, "/v1/streams/nope/cancel", "");
+  CHECK(r.status == 404);
+  CHECK(error_of(r) == "unknown hash server nope");
 }
 
 TEST_CASE("admin_http: healthz answers without the backend") {

@@ -45,6 +45,10 @@ std::vector<Message> samples() {
        {1, frame::PurgeState::kDone, frame::PurgeAction::kOlderThan, 1024, 1024, 1000},
        {1023, frame::PurgeState::kCancelled, frame::PurgeAction::kAll, ~0ULL, ~0ULL, ~0ULL},
        {7, frame::PurgeState::kIdle, frame::PurgeAction::kStatus, 0, 0, 0}}});
+  // Purge ids (issue 13): every shard carries the id of the command it ran.
+  v.push_back(PurgeReport{
+      {{0, frame::PurgeState::kDone, frame::PurgeAction::kAll, 5, 5, 5, 1764615094000},
+       {1, frame::PurgeState::kRunning, frame::PurgeAction::kNotOwned, 1, 9, 0, ~0ULL}}});
   v.push_back(Welcome{1000, 3});
   v.push_back(Welcome{0, ~0ULL});
   v.push_back(TablePush{range_table(~0ULL), modulo_table(~0ULL - 1), 60000});
@@ -54,6 +58,25 @@ std::vector<Message> samples() {
         frame::PurgeAction::kAll, frame::PurgeAction::kCancel}) {
     v.push_back(PurgeCommand{a, a == frame::PurgeAction::kOlderThan ? 3600u : 0u});
   }
+  v.push_back(PurgeCommand{frame::PurgeAction::kAll, 0, 1764615094001});
+  v.push_back(PurgeCommand{frame::PurgeAction::kOlderThan, 60, ~0ULL});
+  v.push_back(StreamReport{});
+  for (auto state : kStreamStates) {
+    v.push_back(
+        StreamReport{9, state, 512, 1024, 300, 12000, 4500, 2, {{"hash2", 200}, {"hash3", 100}}});
+  }
+  v.push_back(StreamReport{~0ULL,
+                           StreamState::kDone,
+                           ~0ULL,
+                           ~0ULL,
+                           ~0ULL,
+                           ~0ULL,
+                           ~0ULL,
+                           ~0ULL,
+                           {{"\xc3\xa9t\xc3\xa9 \"q\"", ~0ULL}}});
+  v.push_back(StreamCommand{StreamAction::kStart, 7});
+  v.push_back(StreamCommand{StreamAction::kCancel, 0});
+  v.push_back(StreamCommand{StreamAction::kStart, ~0ULL});
   v.push_back(Refused{"address 0.0.0.0:7001 is unspecified \"quoted\""});
   v.push_back(Refused{""});
   return v;
@@ -117,7 +140,15 @@ TEST_CASE("control_protocol: golden bytes") {
   CHECK(reg == frame_of(R"({"type":"register","role":"hash","name":"hash1",)"
                         R"("address":"127.0.0.1:7001","shards":4,"version":2,"pid":99})"));
   const auto purge = encode(PurgeCommand{frame::PurgeAction::kOlderThan, 60});
-  CHECK(purge == frame_of(R"({"type":"purge","action":"older_than","age_s":60})"));
+  CHECK(purge == frame_of(R"({"type":"purge","action":"older_than","age_s":60,"id":0})"));
+  CHECK(encode(PurgeCommand{frame::PurgeAction::kAll, 0, 42}) ==
+        frame_of(R"({"type":"purge","action":"all","age_s":0,"id":42})"));
+  CHECK(encode(StreamCommand{StreamAction::kCancel, 3}) ==
+        frame_of(R"({"type":"stream","action":"cancel","version":3})"));
+  CHECK(encode(StreamReport{4, StreamState::kRunning, 1, 2, 3, 4, 5, 6, {{"h", 7}}}) ==
+        frame_of(R"({"version":4,"state":"running","scanned":1,"total":2,"sent":3,"rate":4,)"
+                 R"("eta_ms":5,"restarts":6,"targets":[{"name":"h","records":7}],)"
+                 R"("type":"stream_report"})"));
   CHECK(encode(Refused{"no"}) == frame_of(R"({"type":"refused","reason":"no"})"));
 }
 
@@ -156,6 +187,41 @@ TEST_CASE("control_protocol: unknown members are ignored") {
   REQUIRE(report.shards.size() == 1);
   CHECK(report.shards[0] ==
         PurgeShard{2, frame::PurgeState::kRunning, frame::PurgeAction::kNotOwned, 1, 2, 0});
+}
+
+TEST_CASE("control_protocol: purge ids are optional, for nodes that do not know them") {
+  // A purge without "id" (an older config server) is id 0; so is a report shard without one.
+  auto d = decode_json(R"({"type":"purge","action":"all","age_s":0})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.message == Message(PurgeCommand{frame::PurgeAction::kAll, 0, 0}));
+  d = decode_json(R"({"type":"purge","action":"not_owned","age_s":0,"id":77})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(std::get<PurgeCommand>(d.message).id == 77);
+  d = decode_json(R"({"type":"purge_report","shards":[{"shard":0,"state":"done","kind":"all",)"
+                  R"("scanned":1,"total":1,"deleted":1,"id":9},{"shard":1,"state":"done",)"
+                  R"("kind":"all","scanned":1,"total":1,"deleted":1}]})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  const auto& report = std::get<PurgeReport>(d.message);
+  REQUIRE(report.shards.size() == 2);
+  CHECK(report.shards[0].id == 9);
+  CHECK(report.shards[1].id == 0);
+  CHECK(purge_shard_json(report.shards[0]).at("id").to_number<uint64_t>() == 9);
+}
+
+TEST_CASE("control_protocol: stream messages written by hand decode") {
+  auto d = decode_json(R"({"type":"stream","action":"start","version":12,"future":1})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.message == Message(StreamCommand{StreamAction::kStart, 12}));
+  d = decode_json(R"({"type":"stream_report","version":3,"state":"done","scanned":10,)"
+                  R"("total":10,"sent":4,"rate":0,"eta_ms":0,"restarts":0,"targets":[],"x":[]})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.message == Message(StreamReport{3, StreamState::kDone, 10, 10, 4, 0, 0, 0, {}}));
+  // stream_report_json is the report without "type", as the admin API shows it.
+  const boost::json::object o =
+      stream_report_json(StreamReport{3, StreamState::kCancelled, 1, 2, 3, 4, 5, 6, {{"h", 1}}});
+  CHECK_FALSE(o.contains("type"));
+  CHECK(o.at("state").as_string() == "cancelled");
+  CHECK(o.at("targets").as_array().at(0).as_object().at("records").to_number<uint64_t>() == 1);
 }
 
 TEST_CASE("control_protocol: a stream split into pieces of every size decodes the same") {
@@ -387,6 +453,31 @@ TEST_CASE("control_protocol: missing members and wrong types are named") {
       {R"({"type":"purge","action":"all","age_s":-3})",
        "purge: \"age_s\" " + u32_rule + " (got -3)"},
       {R"({"type":"purge","action":"all"})", "purge: \"age_s\" is missing"},
+      {R"({"type":"purge","action":"all","age_s":0,"id":"1"})",
+       "purge: \"id\" " + u64_rule + ", not a string"},
+      {R"({"type":"purge_report","shards":[{"shard":0,"state":"idle","kind":"status",)"
+       R"("scanned":0,"total":0,"deleted":0,"id":-1}]})",
+       "purge_report: \"shards[0].id\" " + u64_rule + " (got -1)"},
+      {R"({"type":"stream","version":1})", "stream: \"action\" is missing"},
+      {R"({"type":"stream","action":"pause","version":1})",
+       "stream: \"action\" must be \"start\" or \"cancel\" (got \"pause\")"},
+      {R"({"type":"stream","action":"start"})", "stream: \"version\" is missing"},
+      {R"({"type":"stream_report","state":"done","scanned":0,"total":0,"sent":0,"rate":0,)"
+       R"("eta_ms":0,"restarts":0,"targets":[]})",
+       "stream_report: \"version\" is missing"},
+      {R"({"type":"stream_report","version":1,"state":"finished","scanned":0,"total":0,)"
+       R"("sent":0,"rate":0,"eta_ms":0,"restarts":0,"targets":[]})",
+       "stream_report: \"state\" must be \"idle\", \"running\", \"done\" or \"cancelled\" "
+       "(got \"finished\")"},
+      {R"({"type":"stream_report","version":1,"state":"done","scanned":0,"total":0,"sent":0,)"
+       R"("rate":0,"eta_ms":0,"restarts":0})",
+       "stream_report: \"targets\" is missing"},
+      {R"({"type":"stream_report","version":1,"state":"done","scanned":0,"total":0,"sent":0,)"
+       R"("rate":0,"eta_ms":0,"restarts":0,"targets":[{"name":"h"}]})",
+       "stream_report: \"targets[0].records\" is missing"},
+      {R"({"type":"stream_report","version":1,"state":"done","scanned":0,"total":0,"sent":0,)"
+       R"("rate":0.5,"eta_ms":0,"restarts":0,"targets":[]})",
+       "stream_report: \"rate\" " + u64_rule + " (got 5E-1)"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.json);
@@ -434,5 +525,9 @@ TEST_CASE("control_protocol: names of the vocabulary") {
   CHECK(std::string(type_name(Message(PurgeCommand{}))) == "purge");
   CHECK(std::string(type_name(Message(TablePush{}))) == "table");
   CHECK(std::string(type_name(Message(Refused{}))) == "refused");
+  CHECK(std::string(type_name(Message(StreamReport{}))) == "stream_report");
+  CHECK(std::string(type_name(Message(StreamCommand{}))) == "stream");
+  CHECK(std::string(stream_state_name(StreamState::kCancelled)) == "cancelled");
+  CHECK(std::string(stream_action_name(StreamAction::kStart)) == "start");
   CHECK(std::string(to_string(DecodeStatus::kBadJson)) == "invalid JSON");
 }

@@ -478,7 +478,170 @@ TEST_CASE("imctl: outcomes become messages and exit codes") {
   CHECK(o.err == "imctl: assign: conflict\n");
 }
 
-// ---- Against a real admin server ----------------------------------------------------------------
+// ---- Drains and streams (issue 13)
+// ----------------------------------------------------------------
+
+TEST_CASE("imctl: drain and stream commands map to admin API requests") {
+  ImctlInvocation inv = ok({"drain", "hash3"});
+  CHECK(inv.command == ImctlCommand::kDrain);
+  CHECK(request_of(inv) == "POST /v1/servers/hash3/drain {}");
+  CHECK_FALSE(inv.wait);
+  CHECK(inv.server == "hash3");
+
+  inv = ok({"drain", "hash3", "--wait"});
+  CHECK(inv.command == ImctlCommand::kDrain);
+  CHECK(inv.wait);
+  CHECK(inv.wait_timeout_s == kImctlDefaultDrainTimeoutS);
+  CHECK(request_of(inv) == "POST /v1/servers/hash3/drain {}");
+  const ImctlInvocation poll = drain_poll_invocation(inv);
+  CHECK(poll.command == ImctlCommand::kDrainStatus);
+  CHECK(request_of(poll) == "GET /v1/servers/hash3/drain");
+  CHECK_FALSE(poll.wait);
+
+  inv = ok({"drain", "--timeout=30", "hash3", "--wait"});
+  CHECK(inv.wait_timeout_s == 30);
+  inv = ok({"drain", "hash3", "--status"});
+  CHECK(inv.command == ImctlCommand::kDrainStatus);
+  CHECK(request_of(inv) == "GET /v1/servers/hash3/drain");
+
+  inv = ok({"stream", "status"});
+  CHECK(inv.command == ImctlCommand::kStreamStatus);
+  CHECK(request_of(inv) == "GET /v1/streams");
+  inv = ok({"stream", "cancel", "hash1"});
+  CHECK(inv.command == ImctlCommand::kStreamCancel);
+  CHECK(inv.name == "stream cancel");
+  CHECK(request_of(inv) == "POST /v1/streams/hash1/cancel {}");
+  inv = ok({"--json", "stream", "restart", "hash1"});
+  CHECK(inv.command == ImctlCommand::kStreamRestart);
+  CHECK(request_of(inv) == "POST /v1/streams/hash1/restart {}");
+}
+
+TEST_CASE("imctl: drain and stream usage errors") {
+  CHECK(usage({"drain"}) == "drain: expected drain NAME [--wait [--timeout SECONDS] | --status]");
+  CHECK(usage({"drain", "a", "b"}) ==
+        "drain: unexpected argument 'b' (usage: drain NAME [--wait [--timeout SECONDS] | "
+        "--status])");
+  CHECK(usage({"drain", "bad/name"}) ==
+        "drain: 'bad/name' is not a valid server name (1 to 64 characters of A-Z a-z 0-9 . _ -)");
+  CHECK(usage({"drain", "h", "--timeout", "5"}) == "drain: --timeout applies to --wait only");
+  CHECK(usage({"drain", "h", "--wait", "--status"}) ==
+        "drain: --status shows the drain; it does not go with --wait or --timeout");
+  CHECK(usage({"drain", "h", "--wait", "--timeout", "0"}) ==
+        "drain: --timeout must be a number of seconds between 1 and 604800 (got '0')");
+  CHECK(usage({"drain", "h", "--wait", "--timeout"}) == "drain: --timeout needs a value");
+  CHECK(usage({"drain", "h", "--force"}) == "drain: unknown option '--force'");
+  CHECK(usage({"stream"}) ==
+        "stream: expected 'stream status', 'stream cancel NAME' or 'stream restart NAME'");
+  CHECK(usage({"stream", "pause", "h"}) ==
+        "stream: expected 'stream status', 'stream cancel NAME' or 'stream restart NAME'");
+  CHECK(usage({"stream", "cancel"}) == "stream cancel: expected stream cancel NAME");
+  CHECK(usage({"stream", "status", "h"}) == "stream status: unexpected argument 'h'");
+  CHECK(usage({"stream", "restart", "a b"}) ==
+        "stream restart: 'a b' is not a valid server name (1 to 64 characters of A-Z a-z 0-9 . _ "
+        "-)");
+  const std::string help = imctl_usage();
+  for (const char* line : {"drain NAME [--wait [--timeout SECONDS] | --status]", "stream status",
+                           "stream cancel NAME", "stream restart NAME", "75 drain --wait"}) {
+    CAPTURE(line);
+    CHECK(help.find(line) != std::string::npos);
+  }
+}
+
+TEST_CASE("imctl: drains, streams and pending purges as text") {
+  const json::value running = js(R"js({"version": 7, "state": "running", "scanned": 300,
+      "total": 1000, "sent": 4500, "rate": 12000, "eta_ms": 3200, "restarts": 1,
+      "targets": [{"name": "hash1", "records": 3000}, {"name": "hash2", "records": 1500}]})js");
+  CHECK(stream_phrase(&running) ==
+        "running at version 7: 4500 records sent, [###.......]  30%, 12000/s, ETA 3.2s, 1 "
+        "restarts");
+  const json::value done = js(R"js({"version": 7, "state": "done", "scanned": 1000,
+      "total": 1000, "sent": 9000, "rate": 0, "eta_ms": 0, "restarts": 0, "targets": []})js");
+  CHECK(stream_phrase(&done) == "done at version 7: 9000 records sent");
+  CHECK(stream_phrase(nullptr) == "no report");
+
+  const json::value drain = js(R"js({"server": "hash3", "version": 7, "state": "up",
+      "records": 120000, "purge_sent": false, "drained": false,
+      "stream": {"version": 7, "state": "running", "scanned": 300, "total": 1000, "sent": 4500,
+                 "rate": 12000, "eta_ms": 3200, "restarts": 0, "targets": []},
+      "pending_purge": {"server": "hash3", "version": 7, "held": false,
+                        "waits_for": ["stream done at version 7 (now running at version 7, 4500 )js"
+                               R"js(records sent)"]}})js");
+  CHECK_FALSE(drain_done(drain));
+  CHECK(drain_progress_line(drain) ==
+        "hash3 (out of the table at version 7, up): 120000 records; stream running at version 7: "
+        "4500 records sent, [###.......]  30%, 12000/s, ETA 3.2s; purge pending: after version 7: "
+        "waits for stream done at version 7 (now running at version 7, 4500 records sent)");
+  const json::value drained = js(R"js({"server": "hash3", "version": 7, "state": "up",
+      "records": 0, "purge_sent": true, "drained": true, "stream": null, "pending_purge": null})js");
+  CHECK(drain_done(drained));
+  CHECK(format_drain(drained) ==
+        "hash3 (out of the table at version 7, up): drained, it holds nothing\n");
+  // The POST reply: the change, then the drain.
+  CHECK(format_drain(js(R"js({"version": 7, "change": "drain hash3", "drain": {"server": "hash3",
+      "version": 7, "state": "up", "records": 5, "purge_sent": false, "drained": false,
+      "stream": null, "pending_purge": null}})js")) ==
+        "table version 7: drain hash3\n"
+        "hash3 (out of the table at version 7, up): 5 records; stream no report; no purge "
+        "pending\n");
+
+  HttpOutcome outcome;
+  outcome.reply = {200, json::serialize(drained)};
+  CHECK(drained_reply(outcome));
+  outcome.reply = {200, json::serialize(drain)};
+  CHECK_FALSE(drained_reply(outcome));
+  outcome.reply = {404, R"({"error":"x"})"};
+  CHECK_FALSE(drained_reply(outcome));
+
+  const std::string streams = format_streams(js(R"js({"streams": [
+      {"server": "hash1", "state": "up", "stream": null},
+      {"server": "hash3", "state": "up", "stream": {"version": 7, "state": "running",
+       "scanned": 300, "total": 1000, "sent": 4500, "rate": 12000, "eta_ms": 3200,
+       "restarts": 0, "targets": [{"name": "hash1", "records": 4500}]}}]})js"));
+  CHECK(streams ==
+        "SERVER  NODE  STREAM     VERSION  SENT  PROGRESS                     RATE/S  ETA   "
+        "RESTARTS  TARGETS\n"
+        "hash1   up    no report  -        -     -                            -       -     -    "
+        "     -\n"
+        "hash3   up    running    7        4500  [###.......]  30%  300/1000  12000   3.2s  0    "
+        "     hash1=4500\n");
+  CHECK(format_streams(js(R"js({"streams": []})js")) == "no hash servers\n");
+  CHECK(format_stream_control(
+            js(R"js({"server": "hash1", "requested": "cancel", "version": 7})js")) ==
+        "stream cancel sent to hash1 (table version 7)\n");
+
+  // imctl status: each pending purge with what it waits for, the drains, the streams.
+  const std::string status = format_status(js(R"js({"version": 7, "mode": "ring",
+      "converged": true,
+      "pending_purge": {"version": 7, "servers": ["hash1", "hash3"]},
+      "pending_purges": [
+        {"server": "hash1", "version": 7, "held": true,
+         "waits_for": ["stream cancelled: held until `imctl stream restart hash1`"]},
+        {"server": "hash3", "version": 7, "held": false,
+         "waits_for": ["grace period (3.0 s left)", "server down (DOWN)"]}],
+      "drains": [{"server": "hash3", "version": 7, "state": "down", "records": 10,
+                  "purge_sent": false, "drained": false, "stream": null, "pending_purge": null}],
+      "nodes": [{"role": "hash", "name": "hash1", "state": "up", "stream": {"version": 7,
+                 "state": "cancelled", "scanned": 1, "total": 2, "sent": 3, "rate": 0,
+                 "eta_ms": 0, "restarts": 0, "targets": []}},
+                {"role": "hash", "name": "hash2", "state": "up", "stream": {"version": 7,
+                 "state": "idle", "scanned": 0, "total": 0, "sent": 0, "rate": 0,
+                 "eta_ms": 0, "restarts": 0, "targets": []}}],
+      "purges": []})js"));
+  CHECK(status.find("pending purges of old copies:\n"
+                    "  hash1 after version 7: HELD, waits for stream cancelled: held until "
+                    "`imctl stream restart hash1`\n"
+                    "  hash3 after version 7: waits for grace period (3.0 s left); server down "
+                    "(DOWN)\n") != std::string::npos);
+  CHECK(status.find("pending purge of old copies after version") == std::string::npos);
+  CHECK(status.find("drains:\n  hash3 (out of the table at version 7, down): 10 records; stream "
+                    "no report; no purge pending\n") != std::string::npos);
+  CHECK(status.find("\nstreams:\n  hash1: cancelled at version 7: 3 records sent\n") !=
+        std::string::npos);
+  CHECK(status.find("hash2: idle") == std::string::npos);
+}
+
+// ---- Against a real admin server
+// ----------------------------------------------------------------
 
 class RecordingBackend : public AdminBackend {
  public:
@@ -523,6 +686,23 @@ class RecordingBackend : public AdminBackend {
     return AdminResult::ok(json::object{{"server", server}, {"purge", json::object{}}});
   }
   AdminResult purge_status() override { return AdminResult::ok(json::object{}); }
+  AdminResult drain(const std::string& server) override {
+    calls.push_back("drain " + server);
+    return AdminResult::ok(json::object{{"version", 6}, {"change", "drain " + server}});
+  }
+  AdminResult drain_status(const std::string& server) override {
+    calls.push_back("drain_status " + server);
+    return AdminResult::error(404, server + " is not being drained");
+  }
+  AdminResult streams() override {
+    calls.push_back("streams");
+    return AdminResult::ok(json::object{{"streams", json::array{}}});
+  }
+  AdminResult stream_control(const std::string& server, StreamControl action) override {
+    calls.push_back(std::string(action == StreamControl::kCancel ? "cancel " : "restart ") +
+                    server);
+    return AdminResult::ok(json::object{{"server", server}, {"requested", "cancel"}});
+  }
 };
 
 // Runs imctl's parse -> exchange -> output, as main() does.
@@ -556,13 +736,25 @@ TEST_CASE("imctl: talks to a real AdminHttpServer") {
   CHECK(o.out == "table version 5: add\n");
   o = run_imctl({"--admin", admin, "purge", "hash1", "--older-than", "7d"});
   CHECK(o.exit_code == 0);
+  o = run_imctl({"--admin", admin, "drain", "hash2"});
+  CHECK(o.exit_code == 0);
+  CHECK(o.out.starts_with("table version 6: drain hash2\n"));
+  o = run_imctl({"--admin", admin, "drain", "hash2", "--status"});
+  CHECK(o.exit_code == 1);
+  CHECK(o.err == "imctl: drain: hash2 is not being drained\n");
+  o = run_imctl({"--admin", admin, "stream", "status"});
+  CHECK(o.exit_code == 0);
+  CHECK(o.out == "no hash servers\n");
+  o = run_imctl({"--admin", admin, "stream", "cancel", "hash1"});
+  CHECK(o.exit_code == 0);
 
   boost::asio::post(ctx, [&] { server.stop(); });
   thread.join();
   CHECK(backend.calls ==
         std::vector<std::string>{"status", "where 18446744073709551615",
                                  "assign 9007199254740993 18446744073709551615 hash9",
-                                 "add hash4 127.0.0.1:7004 4 2", "purge hash1 2 604800"});
+                                 "add hash4 127.0.0.1:7004 4 2", "purge hash1 2 604800",
+                                 "drain hash2", "drain_status hash2", "streams", "cancel hash1"});
 }
 
 TEST_CASE("imctl: an unreachable or silent config server is reported, not waited for") {

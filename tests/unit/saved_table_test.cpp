@@ -14,6 +14,7 @@
 #include "common/durable_file.h"
 #include "common/options.h"
 #include "common/table_json.h"
+#include "tests/temp_dir.h"
 
 using namespace imhash;
 namespace fs = std::filesystem;
@@ -21,17 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory, removed afterwards.
-struct TempDir {
-  explicit TempDir(const char* name)
-      : path((fs::temp_directory_path() / ("imhash_saved_" + std::to_string(getpid()) + "_" + name))
-                 .string()) {
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
+struct TempDir : test::TempDir {
+  explicit TempDir(const char* name) : test::TempDir("saved", name) {}
 };
 
 Table table(uint64_t version, const std::string& address = "127.0.0.1:7001") {

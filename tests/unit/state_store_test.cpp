@@ -1,0 +1,131 @@
+// The config server's state file: the table history and the pending automatic purges (issue 13)
+// are written together and read back after a restart; a state file from before the pending purges
+// still loads.
+#include "config_server/state_store.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/options.h"
+#include "tests/temp_dir.h"
+
+using namespace imhash;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory, removed afterwards.
+struct TempDir : test::TempDir {
+  explicit TempDir(const char* name) : test::TempDir("state", name) {}
+};
+
+Table ring(uint64_t version, std::vector<std::string> names) {
+  Table t;
+  t.version = version;
+  t.mode = RoutingMode::kRing;
+  uint16_t port = 7001;
+  for (const std::string& n : names) {
+    t.servers.push_back({n, "127.0.0.1:" + std::to_string(port++), 4, 1});
+  }
+  return t;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+}  // namespace
+
+TEST_CASE("state_store: pending purges are written with the table and read back") {
+  TempDir dir("pending");
+  const std::vector<PendingPurge> first{{"hash1", 2, 1764615094000, true},
+                                        {"hash2", 2, 1764615094000, false}};
+  {
+    StateStore store(dir.path);
+    CHECK(store.pending_purges().empty());
+    REQUIRE(store.commit(ring(1, {"hash1", "hash2"}), "server added hash1 hash2", {}) == "");
+    REQUIRE(store.commit(ring(2, {"hash1", "hash2", "hash3"}), "server added hash3", first) == "");
+    CHECK(store.pending_purges() == first);
+  }
+  {
+    StateStore store(dir.path);
+    CHECK(store.version() == 2);
+    CHECK(store.pending_purges() == first);
+    // One was sent: rewritten alone, the table stays.
+    REQUIRE(store.set_pending_purges({first[1]}) == "");
+    CHECK(store.version() == 2);
+  }
+  {
+    StateStore store(dir.path);
+    CHECK(store.version() == 2);
+    CHECK(store.history().size() == 2);
+    CHECK(store.pending_purges() == std::vector<PendingPurge>{first[1]});
+    REQUIRE(store.set_pending_purges({}) == "");
+  }
+  StateStore store(dir.path);
+  CHECK(store.pending_purges().empty());
+  CHECK(read_file(store.path()).find("\"pending_purges\":[]") != std::string::npos);
+}
+
+TEST_CASE("state_store: a failed commit changes neither the table nor the pending purges") {
+  TempDir dir("badcommit");
+  StateStore store(dir.path);
+  const std::vector<PendingPurge> pending{{"hash1", 1, 5, false}};
+  REQUIRE(store.commit(ring(1, {"hash1"}), "added", pending) == "");
+  // A version that does not grow by one is refused before anything is written.
+  CHECK(store.commit(ring(3, {"hash1"}), "skip", {}) != "");
+  CHECK(store.version() == 1);
+  CHECK(store.pending_purges() == pending);
+}
+
+TEST_CASE("state_store: a state file without pending purges (before issue 13) loads") {
+  TempDir dir("old");
+  fs::create_directories(dir.path);
+  write_file(dir.path + "/state.json",
+             R"({"format":1,"history":[{"time":1700000000,"change":"server added hash1",)"
+             R"("table":{"version":1,"mode":"ring","servers":[{"name":"hash1",)"
+             R"("address":"127.0.0.1:7001","shards":4}]}}]})");
+  StateStore store(dir.path);
+  CHECK(store.version() == 1);
+  CHECK(store.pending_purges().empty());
+  // An entry without "streams" (written by hand) is one that does not stream.
+  write_file(dir.path + "/state.json",
+             R"({"format":1,"history":[{"time":1700000000,"change":"server added hash1",)"
+             R"("table":{"version":1,"mode":"ring","servers":[{"name":"hash1",)"
+             R"("address":"127.0.0.1:7001","shards":4}]}}],)"
+             R"("pending_purges":[{"server":"hash1","version":1,"not_before_ms":7}]})");
+  StateStore again(dir.path);
+  CHECK(again.pending_purges() == std::vector<PendingPurge>{{"hash1", 1, 7, false}});
+}
+
+TEST_CASE("state_store: a malformed pending purge is refused at start-up") {
+  TempDir dir("malformed");
+  fs::create_directories(dir.path);
+  const std::string history =
+      R"({"format":1,"history":[{"time":1700000000,"change":"added","table":{"version":1,)"
+      R"("mode":"ring","servers":[{"name":"hash1","address":"127.0.0.1:7001","shards":4}]}}],)";
+  for (
+      const std::string& bad :
+      {std::string(R"("pending_purges":{}})"), std::string(R"("pending_purges":[1]})"),
+       std::string(R"("pending_purges":[{"server":"hash1","version":-1,"not_before_ms":0}]})"),
+       std::string(R"("pending_purges":[{"server":"hash1","not_before_ms":0}]})"),
+       std::string(
+           R"("pending_purges":[{"server":"hash1","version":1,"not_before_ms":0,"streams":1}]})")}) {
+    CAPTURE(bad);
+    write_file(dir.path + "/state.json", history + bad);
+    CHECK_THROWS_AS(StateStore(dir.path), ConfigError);
+  }
+}
