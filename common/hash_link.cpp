@@ -150,6 +150,7 @@ asio::awaitable<void> HashLink::run() {
         spdlog::info("link to {} shard {} is up again", server_.name, shard_);
       }
       state_ = State::kUp;
+      ++times_up_;
       backoff_.reset();
       consecutive_timeouts_ = 0;
       last_heard_ns_ = last_sent_ns_ = monotonic_ns();

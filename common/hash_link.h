@@ -101,6 +101,9 @@ class HashLink {
   const ServerInfo& server() const { return server_; }
   uint32_t shard() const { return shard_; }
   uint64_t auth_failures() const { return auth_failures_; }
+  // How many times a connection came up: a change means the link was lost and made again (the
+  // peer may have restarted in between).
+  uint64_t times_up() const { return times_up_; }
 
   // Queues `request` (its correlation is the link's to choose); its fate is reported under
   // `token`. Precondition: can_send(). Returns true if the link had nothing queued (the caller
@@ -139,6 +142,7 @@ class HashLink {
   int64_t last_heard_ns_ = 0;   // the last answer (or the connection coming up)
   int64_t last_sent_ns_ = 0;    // the last frame queued (or the connection coming up)
   uint64_t auth_failures_ = 0;  // handshakes in which the server did not prove the cluster key
+  uint64_t times_up_ = 0;
   Backoff backoff_;
   PendingTable<uint64_t> pending_;    // correlation -> the caller's token
   std::vector<uint8_t> queued_;       // frames waiting for the next write

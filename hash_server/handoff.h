@@ -67,6 +67,12 @@ class Handoff {
   void acknowledged(uint64_t generation, uint16_t records, const std::string& target,
                     bool link_lost);
 
+  // A link to one of the targets was lost and made again while the stream ran: the target may have
+  // lost what it had received, so the scan runs once more when this one ends.
+  void link_lost() {
+    if (running()) rescan_ = true;
+  }
+
   bool running() const { return progress_.state == State::kRunning; }
   // Running with its scan still under way (not just waiting for acknowledgements).
   bool scanning() const { return running() && !cursor_.done; }

@@ -55,7 +55,8 @@ HashServer::HashServer(HashServerConfig config)
   links.timeout = std::chrono::milliseconds(5000);
   links.dead_after = std::chrono::milliseconds(10000);
   links.max_in_flight = 256;
-  sender_ = std::make_unique<StreamSender>(ctx_, std::move(links));
+  sender_ = std::make_unique<StreamSender>(
+      ctx_, std::move(links), [this](uint32_t shard) { shards_[shard]->stream_link_lost(); });
   Shard::Hooks hooks;
   hooks.send_batch = [this](uint32_t shard, Handoff::Batch batch) {
     asio::post(ctx_, [this, shard, batch = std::move(batch)]() mutable {

@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ssl.hpp>
-#include <array>
 #include <cassert>
 #include <cstring>
 #include <ctime>
@@ -517,6 +517,17 @@ void Shard::acknowledged(uint64_t generation, uint16_t records, std::string targ
       if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
     }
     schedule_stream_step();
+  });
+}
+
+void Shard::stream_link_lost() {
+  asio::post(ctx_, [this] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
+    // Marks the running stream (one already done stays done: what it sent was acknowledged
+    // before the link was lost, and the purge may be under way).
+    if (handoff_.running())
+      spdlog::warn("shard {}: a stream link was lost; sending everything again", index_);
+    handoff_.link_lost();
   });
 }
 

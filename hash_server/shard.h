@@ -111,6 +111,8 @@ class Shard {
   void command_stream(control::StreamAction action, uint64_t version);
   // The stream sender's acknowledgement of a batch (any thread).
   void acknowledged(uint64_t generation, uint16_t records, std::string target, bool link_lost);
+  // A link the stream sends over was lost and made again (any thread): send everything again.
+  void stream_link_lost();
   // Takes a snapshot on the shard's thread and passes it to `done` there; `done` must hand it back
   // to its own thread (post) itself.
   void snapshot(std::function<void(ShardSnapshot)> done);

@@ -15,8 +15,27 @@ constexpr auto kTick = std::chrono::milliseconds(20);
 constexpr int64_t kIdleCloseNs = 30'000'000'000;
 }  // namespace
 
-StreamSender::StreamSender(asio::io_context& ctx, LinkSettings settings)
-    : ctx_(ctx), settings_(std::move(settings)), tick_timer_(ctx) {}
+StreamSender::StreamSender(asio::io_context& ctx, LinkSettings settings,
+                           std::function<void(uint32_t)> on_link_lost)
+    : ctx_(ctx),
+      settings_(std::move(settings)),
+      on_link_lost_(std::move(on_link_lost)),
+      tick_timer_(ctx) {}
+
+void StreamSender::check_reconnect(Target& t) {
+  const uint64_t ups = t.link->times_up();
+  if (ups == t.times_up) return;
+  const bool again = t.times_up != 0;
+  t.times_up = ups;
+  if (!again) return;
+  spdlog::warn(
+      "stream: the link to {} shard {} was lost and is up again; its sources send "
+      "everything again",
+      t.link->server().name, t.link->shard());
+  if (on_link_lost_) {
+    for (uint32_t shard : t.sources) on_link_lost_(shard);
+  }
+}
 
 StreamSender::~StreamSender() { stop(); }
 
@@ -41,12 +60,14 @@ void StreamSender::send(uint32_t source_shard, Handoff::Batch batch, Done done) 
   entries_.emplace(id, Entry{source_shard, std::move(batch), std::move(done), false, false});
   entry_target_.emplace(id, k);
   t.waiting.push_back(id);
+  t.sources.insert(source_shard);
   t.last_used_ns = monotonic_ns();
   pump(t);
   schedule_tick();
 }
 
 void StreamSender::pump(Target& t) {
+  check_reconnect(t);
   bool queued_any = false;
   const int64_t now = monotonic_ns();
   if (now < t.hold_until_ns) return;

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -30,7 +31,10 @@ class StreamSender final : private LinkListener {
   // `done(link_lost)` runs once the batch was acknowledged.
   using Done = std::function<void(bool link_lost)>;
 
-  StreamSender(boost::asio::io_context& ctx, LinkSettings settings);
+  // `on_link_lost(source_shard)`: a link to a target that shard has streamed to was lost and made
+  // again (the target may have restarted empty): that shard's stream must send everything again.
+  StreamSender(boost::asio::io_context& ctx, LinkSettings settings,
+               std::function<void(uint32_t source_shard)> on_link_lost);
   ~StreamSender();
   StreamSender(const StreamSender&) = delete;
   StreamSender& operator=(const StreamSender&) = delete;
@@ -60,8 +64,12 @@ class StreamSender final : private LinkListener {
     std::unique_ptr<HashLink> link;
     std::deque<uint64_t> waiting;  // entry ids, in order
     int64_t last_used_ns = 0;
-    int64_t hold_until_ns = 0;  // after a refused batch: wait before sending again
+    int64_t hold_until_ns = 0;   // after a refused batch: wait before sending again
+    uint64_t times_up = 0;       // the link's times_up() when last looked at
+    std::set<uint32_t> sources;  // shards that streamed to this target
   };
+  // A link that came up again: tells every shard that streamed over it.
+  void check_reconnect(Target& t);
 
   void on_answer(uint64_t token, const frame::Response& response) override;
   void on_failure(uint64_t token, client::Status status) override;
@@ -72,6 +80,7 @@ class StreamSender final : private LinkListener {
 
   boost::asio::io_context& ctx_;
   const LinkSettings settings_;
+  const std::function<void(uint32_t)> on_link_lost_;
   boost::asio::steady_timer tick_timer_;
   std::map<std::string, Target> targets_;        // "name address shard"
   std::unordered_map<uint64_t, Entry> entries_;  // by id (the link token)
