@@ -54,6 +54,8 @@ say "Live change 1: ids 1-25000 move from hash1 to hash2 (imctl assign 1-25000 h
 imctl assign 1-25000 hash2
 sleep 3
 tail -n 1 "$work/udp_sim.out"
+echo "hash1 streamed the records of ids 1-25000 to hash2 (imctl stream status):"
+imctl stream status
 
 say "Live change 2: a fourth hash server joins and takes ids 25001-40000"
 start_hash 4
