@@ -6,6 +6,11 @@
 
 namespace imhash {
 
+namespace {
+// An IMPORT record: id (8), age (4), family (1), port (2), an IPv6 address (16).
+constexpr size_t kMaxRecordBytes = 31;
+}  // namespace
+
 const char* to_string(Handoff::State s) {
   switch (s) {
     case Handoff::State::kIdle:
@@ -98,11 +103,12 @@ size_t Handoff::step(RecordStore& store, size_t max_slots, uint32_t now, std::ve
         if (self_index_ >= 0 && owner == static_cast<uint32_t>(self_index_)) return false;
         const size_t buffer = first_buffer_[owner] + shard_of(id, servers[owner].shards);
         Batch& b = buffers_[buffer];
+        if (b.count == 0) b.records.reserve(size_t{kBatchRecords} * kMaxRecordBytes);
         frame::append_import_record(
             frame::ImportRecord{id, now >= r.last_seen ? now - r.last_seen : 0, r.endpoint},
             b.records);
         ++cut;
-        if (++b.count == frame::kMaxImportRecords) emit(buffer, out);
+        if (++b.count == kBatchRecords) emit(buffer, out);
         return false;  // a handoff deletes nothing
       });
   progress_.scanned += done.examined;

@@ -30,6 +30,10 @@ namespace imhash {
 class Handoff {
  public:
   enum class State : uint8_t { kIdle, kRunning, kDone, kCancelled };
+  // Records per IMPORT batch: the receiving shard stores a batch in one turn of its event loop, so
+  // a batch is small enough (~50-150 us) that requests queued behind it barely notice.
+  static constexpr uint16_t kBatchRecords = 256;
+  static_assert(kBatchRecords <= frame::kMaxImportRecords);
 
   // One IMPORT's worth of records for one shard of one server.
   struct Batch {

@@ -32,7 +32,7 @@ constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
 constexpr size_t kPrefetchBatch = 32;
 // Slots a stream step examines: like a purge step, tens of microseconds.
 constexpr size_t kStreamStepSlots = 4096;
-// IMPORT batches of one shard in flight at once: enough to keep the links busy (16 x 1024
+// IMPORT batches of one shard in flight at once: enough to keep the links busy (64 x 256
 // records), few enough that a slow target holds little memory.
 constexpr uint32_t kStreamWindow = 64;
 
@@ -203,6 +203,7 @@ asio::awaitable<void> Shard::serve(Stream stream, std::vector<uint8_t> leftover,
     peer = format_host_port(ep.address().to_string(), ep.port());
   }
 
+  bool yield = false;
   for (;;) {
     // Answer every complete frame in the buffer, then send all answers with one write.
     bool malformed = false;
@@ -220,10 +221,17 @@ asio::awaitable<void> Shard::serve(Stream stream, std::vector<uint8_t> leftover,
           malformed = true;
           return false;
         }
+        // A streamed batch is hundreds of records: let other connections' requests run before
+        // the next one (below), so a stream never queues a burst of work ahead of them.
+        if (h.type == FrameType::kImport) {
+          yield = true;
+          return false;
+        }
         return true;
       });
     }
-    const bool broken = malformed || st != DecodeStatus::kNeedMore;
+    // kOk: the callback stopped early (to yield after an IMPORT); the stream is intact.
+    const bool broken = malformed || (st != DecodeStatus::kNeedMore && st != DecodeStatus::kOk);
     if (broken) {
       ++counters_.bad_frames;
       spdlog::warn("shard {}: closing connection from {}: {}", index_, peer,
@@ -236,6 +244,12 @@ asio::awaitable<void> Shard::serve(Stream stream, std::vector<uint8_t> leftover,
       if (ec) break;
     }
     if (broken) break;
+    if (yield) {
+      yield = false;
+      co_await asio::post(ctx_, asio::use_awaitable);
+      if (stopping_ && !socket.is_open()) break;
+      if (!in.empty()) continue;  // the frames already read first
+    }
     const auto space = in.space();
     auto [ec, n] = co_await stream.async_read_some(asio::buffer(space.data(), space.size()),
                                                    asio::as_tuple(asio::use_awaitable));
@@ -538,8 +552,9 @@ void Shard::schedule_stream_step() {
   if (stream_rate_ > 0) {
     const int64_t now = monotonic_ns();
     if (stream_refill_ns_ == 0) stream_refill_ns_ = now;
-    // A bucket of 100 ms worth (at least one batch), refilled at the rate.
-    const double burst = std::max(stream_rate_ / 10, static_cast<double>(kMaxImportRecords));
+    // A bucket of 10 ms worth (at least one batch), refilled at the rate: the stream never sends
+    // more than that in one burst.
+    const double burst = std::max(stream_rate_ / 100, static_cast<double>(Handoff::kBatchRecords));
     stream_tokens_ = std::min(
         burst, stream_tokens_ + stream_rate_ * static_cast<double>(now - stream_refill_ns_) / 1e9);
     stream_refill_ns_ = now;

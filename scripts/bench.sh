@@ -25,7 +25,8 @@
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
-# BENCH_STORM_SHARDS (default "1 2"), BENCH_STREAM_RECORDS (5000000), BENCH_STREAM_SHARDS (1), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
+# BENCH_STORM_SHARDS (default "1 2"), BENCH_STREAM_RECORDS (5000000), BENCH_STREAM_SHARDS (1),
+# BENCH_STREAM_RATE (the moving server's --stream-rate; default: its default), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
 # BENCH_AB_ROUNDS (hash A/B: default 3),
 # BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_KEYS (e2e: "on"
 # by default, the cluster key on every link; "off on" runs each size without, then with it; "tls":
@@ -420,7 +421,8 @@ bench_stream() {
   build_release --bench -DIMHASH_WERROR=ON
   host_note
   local n="${BENCH_STREAM_RECORDS:-5000000}" first=1000000000 shards="${BENCH_STREAM_SHARDS:-1}"
-  local d=$((n / 250000 + 4))  # the load outlasts a default-rate move (250k records/s) of n
+  local rate="${BENCH_STREAM_RATE:-250000}"
+  local d=$((n / rate + 4))  # the load outlasts the default-rate move of n records
   start_config_server "$work" --heartbeat-ms 250 --grace-ms 1000 --initial-mode range
   local config=$CONFIG_ADDR admin=$ADMIN_ADDR
   local imctl="$IMHASH_BUILD/config_server/imctl --admin $admin"
@@ -430,8 +432,11 @@ bench_stream() {
     --name hash1 --shards "$shards" --config "$config" --metrics 127.0.0.1:0 --stream-rate 0 \
     --log-level warn
   hash1_pid=$DAEMON_PID hash1_addr=$LISTEN_ADDR m1=$(metrics_of "$work/hash1.out")
+  local rate_args=()
+  [[ -n "${BENCH_STREAM_RATE:-}" ]] && rate_args=(--stream-rate "$BENCH_STREAM_RATE")
   start_daemon hash2 "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
-    --name hash2 --shards "$shards" --config "$config" --metrics 127.0.0.1:0 --log-level warn
+    --name hash2 --shards "$shards" --config "$config" --metrics 127.0.0.1:0 --log-level warn \
+    "${rate_args[@]}"
   m2=$(metrics_of "$work/hash2.out")
   wait_registered "$admin" hash2 || true
   $imctl server add hash1 hash2 >/dev/null
@@ -449,7 +454,7 @@ bench_stream() {
     "${r#* }" "${r% *}" "$(echo "${r#* } / ${r% *}" | bc -l)"
   # The old copies go with the automatic purge once the stream is done and the grace is over.
   for _ in $(seq 1 600); do
-    [[ $(metric "$m1" imhash_hash_records) -lt 1000 ]] && break
+    [[ $(metric "$m1" imhash_hash_records) -lt 1000 && $(metric "$m2" imhash_hash_records) -ge $n ]] && break
     sleep 0.1
   done
   echo "   hash1 after its purge: $(metric "$m1" imhash_hash_records) records, hash2: $(metric "$m2" imhash_hash_records)"
@@ -466,8 +471,8 @@ bench_stream() {
   r=$(time_stream "$m2" 3 "$t0")
   wait "$sim_pid" || true
   during=$(cat "$work/stream_run.json")
-  printf "default rate (250000/s):       %s records in %.2f s: %.0f records/s (under a 50k/s load)\n" \
-    "${r#* }" "${r% *}" "$(echo "${r#* } / ${r% *}" | bc -l)"
+  printf "rate %s/s (hash2's --stream-rate): %s records in %.2f s: %.0f records/s (under a 50k/s load)\n" \
+    "$rate" "${r#* }" "${r% *}" "$(echo "${r#* } / ${r% *}" | bc -l)"
   local p99_base p99_move
   p99_base=$(json_field 'd["latency_us"]["p99"]' <<<"$base")
   p99_move=$(json_field 'd["latency_us"]["p99"]' <<<"$during")

@@ -20,7 +20,7 @@
 
 using namespace imhash;
 using frame::ImportRecord;
-using frame::kMaxImportRecords;
+constexpr size_t kBatchRecords = Handoff::kBatchRecords;  // a full batch
 using State = Handoff::State;
 
 namespace {
@@ -91,8 +91,8 @@ struct Cuts {
 void check_batch(const Handoff::Batch& b, const Router& router, uint64_t generation, Cuts& cuts) {
   CHECK(b.generation == generation);
   REQUIRE(b.count > 0);
-  CHECK(b.count <= kMaxImportRecords);
-  cuts.full_batches += b.count == kMaxImportRecords;
+  CHECK(b.count <= kBatchRecords);
+  cuts.full_batches += b.count == kBatchRecords;
   const auto records = records_of(b);
   REQUIRE(records.size() == b.count);
   for (const ImportRecord& r : records) {
@@ -311,7 +311,7 @@ TEST_CASE_FIXTURE(
   ack(h, out[0]);
   ack(h, out[1]);
   const uint64_t acked = h.progress().acked;
-  CHECK(acked == 2u * kMaxImportRecords);
+  CHECK(acked == 2u * kBatchRecords);
 
   h.start(router, 0, s, false);
   CHECK(h.running());
