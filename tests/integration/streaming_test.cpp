@@ -1,4 +1,4 @@
-// Records move with their ids (issue 13, docs/design.md §7): real config, hash and login servers on
+// Records move with their ids (issue 13, docs/design.md §4): real config, hash and login servers on
 // loopback. Users log in once and then stay silent, ids change owner (a range move, a server
 // joining the ring, a drain), the old owner streams the records to the new one, the automatic
 // purge deletes the old copies — and every user is still found, by a udp_sim that sends no LOGIN
