@@ -165,10 +165,11 @@ TEST_CASE_FIXTURE(
   // Each of the 20000 records of hash2 and hash3 exactly once (nothing changed the store), none
   // of hash1's own.
   CHECK(cuts.times.size() == 20000);
-  for (const auto& [id, n] : cuts.times) {
+  for (const auto& entry : cuts.times) {
+    const uint64_t id = entry.first;  // not a structured binding: CAPTURE's lambda takes it
     CAPTURE(id);
     CHECK(id >= 10000);
-    CHECK(n == 1);
+    CHECK(entry.second == 1);
   }
   CHECK(h.progress().cut == 20000);
   CHECK(h.progress().scanned == h.progress().total);
