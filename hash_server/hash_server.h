@@ -33,7 +33,7 @@ struct HashServerConfig {
   ConnectionQuota::Limits connection_limits;  // --max-connections, --max-connections-per-source
   std::chrono::seconds idle_timeout{60};      // --idle-timeout: a bound link silent this long
                                               // is closed (login servers ping idle links)
-  uint64_t stream_rate = 250000;  // --stream-rate: records per second streamed out (0: no limit)
+  uint64_t stream_rate = 100000;  // --stream-rate: records per second streamed out (0: no limit)
 };
 
 // Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids

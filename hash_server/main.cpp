@@ -34,7 +34,7 @@ int hash_server_main(int argc, char** argv) {
       "idle-timeout", boost::program_options::value<uint32_t>()->default_value(60),
       "seconds a bound link may stay silent before it is closed (login servers ping idle links "
       "every few seconds; 0: never)")(
-      "stream-rate", boost::program_options::value<uint64_t>()->default_value(250000),
+      "stream-rate", boost::program_options::value<uint64_t>()->default_value(100000),
       "records per second this server streams to their new owners when ids move away from it "
       "(a table change, a drain), over all its shards; 0: as fast as the links go");
   NodeControl::add_options(opts,

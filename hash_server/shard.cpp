@@ -378,13 +378,13 @@ void Shard::remember_delete(uint64_t id, const Request& q) {
     ++counters_.tombstones_dropped;
     return;
   }
-  tombstones_[id] = now_;
+  tombstones_.insert(id);
 }
 
 void Shard::expire_tombstones() {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
   if (now_ >= tombstone_until_ && !tombstones_.empty()) {
-    std::unordered_map<uint64_t, uint32_t>().swap(tombstones_);  // give the memory back
+    std::unordered_set<uint64_t>().swap(tombstones_);  // give the memory back
   }
 }
 
@@ -521,9 +521,7 @@ void Shard::acknowledged(uint64_t generation, uint16_t records, std::string targ
     const bool was_scanning = handoff_.scanning();
     handoff_.acknowledged(generation, records, target, link_lost);
     if (!handoff_.running()) {
-      spdlog::info("shard {}: stream done: {} records handed to their owners", index_,
-                   handoff_.progress().acked);
-      notify_change();
+      stream_finished();
       return;
     }
     if (!was_scanning && handoff_.scanning()) {
@@ -543,6 +541,13 @@ void Shard::stream_link_lost() {
       spdlog::warn("shard {}: a stream link was lost; sending everything again", index_);
     handoff_.link_lost();
   });
+}
+
+void Shard::stream_finished() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  spdlog::info("shard {}: stream done: {} records handed to their owners", index_,
+               handoff_.progress().acked);
+  notify_change();
 }
 
 void Shard::schedule_stream_step() {
@@ -593,9 +598,7 @@ void Shard::stream_step() {
   }
   cut_.clear();
   if (!handoff_.running()) {  // nothing was left to send
-    spdlog::info("shard {}: stream done: {} records handed to their owners", index_,
-                 handoff_.progress().acked);
-    notify_change();
+    stream_finished();
     return;
   }
   schedule_stream_step();

@@ -14,7 +14,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -151,6 +150,8 @@ class Shard {
   void maybe_start_stream();
   void schedule_stream_step();
   void stream_step();
+  // The stream has nothing left to send or to be acknowledged: logs it and reports it.
+  void stream_finished();
   void notify_change();
   ShardSnapshot take_snapshot() const;
   void fill_stats(frame::Response& r) const;
@@ -184,7 +185,8 @@ class Shard {
   int64_t stream_refill_ns_ = 0;
   boost::asio::steady_timer stream_timer_{ctx_};
   std::vector<Handoff::Batch> cut_;                    // reused by stream steps
-  std::unordered_map<uint64_t, uint32_t> tombstones_;  // id -> when deleted
+  // Ids deleted while records may still be streaming in (all forgotten at tombstone_until_).
+  std::unordered_set<uint64_t> tombstones_;
   uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
   std::shared_ptr<const Router> router_;
   int self_index_ = -1;

@@ -14,10 +14,10 @@
 #   purge p99 of a 50k/s open-loop load while the hash server serving it purges 5M records it no
 #         longer owns, against the same load without a purge, in one run; and the time a new
 #         table version takes to reach every node.
-#   stream a streaming move of 5M records (BENCH_STREAM_RECORDS) between two hash servers: its
-#         duration and records/s unthrottled (--stream-rate 0) and at the default rate; the p99
-#         of a 50k/s open-loop load while the default-rate move runs, against the same load
-#         without a move, in one run.
+#   stream a streaming move of 5M records (BENCH_STREAM_RECORDS) between two hash servers of two
+#         shards each (BENCH_STREAM_SHARDS): its duration and records/s unthrottled
+#         (--stream-rate 0) and at the default rate; the p99 of a 50k/s open-loop load while the
+#         default-rate move runs, against the same load without a move, in one run.
 #   storm 12M distinct users log in through one login server into one hash server (1, then 2
 #         shards), then each is looked up: LOGINs answered OK / otherwise, users found, each
 #         shard's longest event-loop turn, the LOGINs' p99 / p999 (with BENCH_BASE_BUILD, the
@@ -25,7 +25,7 @@
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
-# BENCH_STORM_SHARDS (default "1 2"), BENCH_STREAM_RECORDS (5000000), BENCH_STREAM_SHARDS (1),
+# BENCH_STORM_SHARDS (default "1 2"), BENCH_STREAM_RECORDS (5000000), BENCH_STREAM_SHARDS (2),
 # BENCH_STREAM_RATE (the moving server's --stream-rate; default: its default), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
 # BENCH_AB_ROUNDS (hash A/B: default 3),
 # BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_KEYS (e2e: "on"
@@ -402,26 +402,41 @@ metrics_of() {
 # metric ADDR NAME: the sum of a metric's samples on that /metrics page.
 metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%.0f", s }'; }
 
-# The move from hash server $1 (metrics address $2) after the table change just made to version
-# $3: waits for its stream to run against that version and finish; prints "SECONDS RECORDS".
+# The move from hash server $1 (its name) after the table change to version $2: waits for its stream to run against that version and finish; prints "SECONDS RECORDS".
+# The seconds are the config server's: from its log line for the change to the one for the
+# server's report of the stream done (both stamped to the millisecond), so the polling here can
+# be slow. It must be: a curl every 20 ms is hundreds of processes a second on a 2-vCPU host,
+# which cost the move and the load beside it more than the move itself.
 time_stream() {
-  local metrics="$1" version="$2" t0="$3" t1
-  for _ in $(seq 1 12000); do
-    if [[ $(metric "$metrics" imhash_stream_version) -ge $version ]] &&
-       [[ $(metric "$metrics" imhash_stream_running) -eq 0 ]]; then
-      break
-    fi
-    sleep 0.02
+  local name="$1" version="$2"
+  for _ in $(seq 1 2400); do
+    if grep -q "hash/$name: stream done at version $version " "$work/config.log"; then break; fi
+    sleep 0.25
   done
-  t1=$(date +%s.%N)
-  echo "$(echo "$t1 - $t0" | bc -l) $(metric "$metrics" imhash_stream_records_sent)"
+  python3 - "$work/config.log" "$name" "$version" <<'PY'
+import datetime, sys
+log, name, version = sys.argv[1:]
+def stamp(line):
+    return datetime.datetime.fromisoformat(line.split()[0]).timestamp()
+start = end = None
+for line in open(log):
+    if start is None and f" version {version}: " in line:
+        start = stamp(line)
+    elif end is None and f"hash/{name}: stream done at version {version} (" in line:
+        end = stamp(line)
+        records = line.rsplit("(", 1)[1].split()[0]
+print(f"{end - start:.3f} {records}")
+PY
 }
+# Polls $1's metrics page four times a second while process $2 runs: the load's measurement
+# without a move sees the same light polling as the one during it.
+poll_while() { while kill -0 "$2" 2>/dev/null; do metric "$1" imhash_stream_running >/dev/null; sleep 0.25; done; }
 
 bench_stream() {
   build_release --bench -DIMHASH_WERROR=ON
   host_note
-  local n="${BENCH_STREAM_RECORDS:-5000000}" first=1000000000 shards="${BENCH_STREAM_SHARDS:-1}"
-  local rate="${BENCH_STREAM_RATE:-250000}"
+  local n="${BENCH_STREAM_RECORDS:-5000000}" first=1000000000 shards="${BENCH_STREAM_SHARDS:-2}"
+  local rate="${BENCH_STREAM_RATE:-100000}"
   local d=$((n / rate + 4))  # the load outlasts the default-rate move of n records
   start_config_server "$work" --heartbeat-ms 250 --grace-ms 1000 --initial-mode range
   local config=$CONFIG_ADDR admin=$ADMIN_ADDR
@@ -446,10 +461,9 @@ bench_stream() {
   echo "== streaming moves of $n records between two hash servers ($shards shard(s) each) on this host"
   "$IMHASH_BUILD/tools/hash_bench" --target "$hash1_addr" --fill "$n" --first-id "$first" \
     --pid "$hash1_pid" | sed 's/^/   fill: /'
-  local t0 r
-  t0=$(date +%s.%N)
+  local r
   $imctl assign "$first-$last" hash2 >/dev/null  # version 2: hash1 streams them to hash2
-  r=$(time_stream "$m1" 2 "$t0")
+  r=$(time_stream hash1 2)
   printf "unthrottled (--stream-rate 0): %s records in %.2f s: %.0f records/s\n" \
     "${r#* }" "${r% *}" "$(echo "${r#* } / ${r% *}" | bc -l)"
   # The old copies go with the automatic purge once the stream is done and the grace is over.
@@ -462,13 +476,14 @@ bench_stream() {
   local sim=("$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 100000 --warmup 2
              --duration "$d" --rate 50000 --json)
   local base during
-  base=$("${sim[@]}" 2>/dev/null)
+  "${sim[@]}" >"$work/stream_base.json" 2>/dev/null &
+  poll_while "$m2" $!
+  base=$(cat "$work/stream_base.json")
   "${sim[@]}" >"$work/stream_run.json" 2>"$work/stream_run.progress" &
   local sim_pid=$!
   sleep 3  # past the warm-up
-  t0=$(date +%s.%N)
   $imctl assign "$first-$last" hash1 >/dev/null  # version 3: back, at hash2's default rate
-  r=$(time_stream "$m2" 3 "$t0")
+  r=$(time_stream hash2 3)
   wait "$sim_pid" || true
   during=$(cat "$work/stream_run.json")
   printf "rate %s/s (hash2's --stream-rate): %s records in %.2f s: %.0f records/s (under a 50k/s load)\n" \
