@@ -184,7 +184,7 @@ class Shard {
   double stream_tokens_ = 0;  // the rate limit's bucket, in records
   int64_t stream_refill_ns_ = 0;
   boost::asio::steady_timer stream_timer_{ctx_};
-  std::vector<Handoff::Batch> cut_;                    // reused by stream steps
+  std::vector<Handoff::Batch> cut_;  // reused by stream steps
   // Ids deleted while records may still be streaming in (all forgotten at tombstone_until_).
   std::unordered_set<uint64_t> tombstones_;
   uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
