@@ -1,12 +1,13 @@
 // The config server's status page, loaded in headless Chromium (Debian's chromium, installed by
-// scripts/setup.sh): after its scripts ran, the page shows the table version, every node and the
-// id ranges of each hash server.
+// scripts/setup.sh): after its scripts ran, the page shows the table version, every node, the
+// id ranges of each hash server, each server's stream and the automatic purges waiting.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "tests/integration/config_cluster.h"
+#include "tests/wait_until.h"
 
 using namespace imhash::test;
 
@@ -57,4 +58,38 @@ TEST_CASE("status_page: Chromium shows the version, the nodes and each server's 
   }
   CHECK(hash3_segments == 2);
   if (hash3_segments != 2) MESSAGE(dom);
+}
+
+TEST_CASE("status_page: Chromium shows each server's stream and the automatic purges waiting") {
+  REQUIRE_MESSAGE(std::filesystem::exists("/usr/bin/chromium"),
+                  "Debian's chromium is missing: scripts/setup.sh installs it");
+  // A grace period longer than the test: the purge after the move stays waiting for it.
+  ConfigCluster c(ConfigClusterOptions{.grace_ms = 600000});
+  c.start_config();
+  c.start_hash(1);
+  c.start_hash(2);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);
+  REQUIRE(c.imctl({"assign", "1-1000", "hash2"}).exit_code == 0);  // version 2: hash1 streams
+  // hash1's report of its stream done at version 2 has reached the config server.
+  REQUIRE(wait_until([&] {
+    const boost::json::value status = c.imctl_json({"status"});
+    for (const auto& n : status.as_object().at("nodes").as_array()) {
+      const auto& o = n.as_object();
+      if (o.at("name").as_string() != "hash1" || !o.at("stream").is_object()) continue;
+      const auto& stream = o.at("stream").as_object();
+      return stream.at("state").as_string() == "done" &&
+             stream.at("version").to_number<uint64_t>() == 2;
+    }
+    return false;
+  }));
+
+  const std::string dom = chromium_dom("http://" + c.admin_address() + "/");
+  CHECK(dom.find("<td class=\"stream-server\">hash1</td><td class=\"stream-state\">done</td>"
+                 "<td class=\"stream-version\">2</td>") != std::string::npos);
+  const size_t pending = dom.find(
+      "<td class=\"pending-server\">hash1</td><td class=\"pending-version\">2</td>"
+      "<td class=\"pending-waits\">");
+  CHECK(pending != std::string::npos);
+  CHECK(dom.find("grace", pending) != std::string::npos);
+  if (pending == std::string::npos) MESSAGE(dom);
 }
