@@ -402,7 +402,8 @@ metrics_of() {
 # metric ADDR NAME: the sum of a metric's samples on that /metrics page.
 metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%.0f", s }'; }
 
-# The move from hash server $1 (its name) after the table change to version $2: waits for its stream to run against that version and finish; prints "SECONDS RECORDS".
+# The move from hash server $1 (its name) after the table change to version $2: waits for its
+# stream to run against that version and finish; prints "SECONDS RECORDS".
 # The seconds are the config server's: from its log line for the change to the one for the
 # server's report of the stream done (both stamped to the millisecond), so the polling here can
 # be slow. It must be: a curl every 20 ms is hundreds of processes a second on a 2-vCPU host,
@@ -425,6 +426,10 @@ for line in open(log):
     elif end is None and f"hash/{name}: stream done at version {version} (" in line:
         end = stamp(line)
         records = line.rsplit("(", 1)[1].split()[0]
+if start is None:
+    sys.exit(f"bench.sh: no table change to version {version} in {log}")
+if end is None:
+    sys.exit(f"bench.sh: {name}'s stream at version {version} did not finish in 600 s ({log})")
 print(f"{end - start:.3f} {records}")
 PY
 }
