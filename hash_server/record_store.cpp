@@ -69,6 +69,9 @@ size_t class_for(size_t n, size_t num, size_t den) {
 // every segment keeps to the same band of load. A shrink leaves a segment at most 3/4 full.
 constexpr size_t kSplitNum = 27, kSplitDen = 32;
 constexpr size_t kShrinkNum = 3, kShrinkDen = 4;
+// Below this many segments every insert is a "burst" into a few of them (make_room): a young
+// store grows one class at a time.
+constexpr size_t kBurstSegments = 8;
 
 uint32_t max_used(uint32_t capacity) { return capacity - capacity / 8; }  // 7/8, rounded up
 
@@ -94,6 +97,8 @@ RecordStore::RecordStore(RecordStore&& o) noexcept
       global_depth_(o.global_depth_),
       dir_shift_(o.dir_shift_),
       size_(o.size_),
+      inserts_(o.inserts_),
+      jumped_(std::move(o.jumped_)),
       capacity_(o.capacity_),
       next_generation_(o.next_generation_),
       arena_(std::move(o.arena_)),
@@ -116,6 +121,7 @@ void RecordStore::init_segment(Segment& s, size_t size_class) {
   s.tombstones = 0;
   s.growth_left = max_used(s.table.capacity);
   s.generation = next_generation_++;
+  s.built_at = inserts_;
 }
 
 void RecordStore::free_segment_block(Segment& s) {
@@ -247,6 +253,7 @@ void RecordStore::insert_new(uint64_t id, uint64_t h, const Endpoint& e, uint32_
   write_slot(s->table, i, id, h, e, last_seen);
   ++s->size;
   ++size_;
+  ++inserts_;
 }
 
 bool RecordStore::get(uint64_t id, Record& out) const {
@@ -302,10 +309,19 @@ void RecordStore::maybe_shrink(Segment& s) {
 }
 
 void RecordStore::make_room(Segment& s) {
+  // A burst: the segment filled again after fewer new records in the whole store than half of
+  // its own, so nearly all of them came here (records arriving in hash order: a stream from
+  // another server's scan, a restore). Where growth is spread over the store, a segment grows
+  // once per (segments / 8) x its size new records, so with kBurstSegments segments or more this
+  // cannot happen to it. A burst goes straight to the top class and on to the split, instead of
+  // through every class between (each of which moves all its records): a sorted fill moves a
+  // record about three times instead of ten.
+  const bool burst = segments_.size() >= kBurstSegments && inserts_ - s.built_at < s.size / 2;
   if ((size_t{s.size} + 1) * 32 <= size_t{s.table.capacity} * 25) {
     rehash(s, s.size_class);  // mostly tombstones: clear them in place
   } else if (s.size_class < kSizeClasses.top) {
-    rehash(s, s.size_class + 1u);
+    rehash(s, burst ? kSizeClasses.top : s.size_class + 1u);
+    if (burst) note_jump(s);
   } else if (can_split(s)) {
     split(s);
   } else if (s.size_class + 1u < kSizeClasses.count) {
@@ -323,6 +339,29 @@ void RecordStore::move_slot(const Table& from, uint32_t i, Segment& to) {
   set_ctrl(to.table, j, from.ctrl[i]);
   ++to.size;
   --to.growth_left;
+}
+
+void RecordStore::note_jump(const Segment& s) {
+  // A burst sweeps hash space once, so a segment it jumped is either split by it or left
+  // partly filled in the top class (as little as 27/32 x 7/8 / 2 full). The segments it left
+  // are found here, at the next jumps: unchanged since the last look. A few sweeps at once (one
+  // per source shard) leave a few entries; at most kMaxJumped are watched.
+  constexpr size_t kMaxJumped = 16;
+  size_t kept = 0;
+  for (const Jumped& j : jumped_) {
+    if (j.segment >= segments_.size()) continue;
+    Segment& t = *segments_[j.segment];
+    if (t.generation != j.generation) continue;  // rebuilt or split since: nothing to do
+    if (t.size != j.size || &t == &s) {
+      jumped_[kept++] = Jumped{j.segment, t.size, t.generation};  // still filling
+      continue;
+    }
+    const size_t fit = class_for(t.size, kSplitNum, kSplitDen);
+    if (fit < t.size_class) rehash(t, fit);
+  }
+  jumped_.resize(kept);
+  if (jumped_.size() >= kMaxJumped) jumped_.erase(jumped_.begin());
+  jumped_.push_back(Jumped{s.table.segment, s.size, s.generation});
 }
 
 void RecordStore::rehash(Segment& s, size_t size_class) {

@@ -28,6 +28,17 @@
 // deletes fell (a purge's scan shrinks each segment as it leaves it, so after a purge a segment is
 // 2/3 to 3/4 full).
 //
+// Bursts. Records that arrive in hash order (a streaming move: the source's scan walks hash
+// space in order, and both stores hash alike) all land in one segment until it splits, then in
+// its upper half, and so on. Climbing class by class, such a segment was rebuilt about 30 times
+// per split, and a sorted fill cost 550-650 ns a record against 380-480 for random ids. So a
+// segment that fills again after fewer new records in the whole store than half its own
+// (impossible when growth is spread over eight segments or more) jumps straight to the top
+// class. A burst leaves each segment either split or partly filled in the top class; the
+// segments it left are found at the next jumps (no record since the last look, note_jump) and
+// rebuilt in the class their records fit. A sorted fill of 5M records: 120-160 ns a record,
+// 23.8 bytes each (random: 23.7).
+//
 // Memory arithmetic. A slot costs 19 bytes with its control byte. Hashing is uniform, so all
 // segments grow in lockstep and a segment runs between 7/8 full (just before it grows) and
 // 7/8 / (9/8) = 0.78 full (just after): 21.7 to 24.4 bytes per IPv4 record, plus 16 for an IPv6
@@ -210,7 +221,8 @@ class RecordStore {
     uint8_t size_class = 0;
     uint8_t local_depth = 0;
     uint64_t generation = 0;
-    uint64_t prefix = 0;  // the top local_depth bits of its records' hashes
+    uint64_t prefix = 0;    // the top local_depth bits of its records' hashes
+    uint64_t built_at = 0;  // the store's inserts_ when this segment's array was made
     uint64_t first_hash() const { return local_depth == 0 ? 0 : prefix << (64 - local_depth); }
   };
 
@@ -257,6 +269,9 @@ class RecordStore {
   void make_room(Segment& s);
   // Rebuilds `s` with capacity class `size_class` (smaller, equal or larger).
   void rehash(Segment& s, size_t size_class);
+  // A burst jumped `s` to the top class: remembers it, and rebuilds the segments earlier bursts
+  // jumped and then left (no record since the last look) in the class their records fit.
+  void note_jump(const Segment& s);
   bool can_split(const Segment& s) const;
   void split(Segment& s);
   void double_directory();
@@ -278,6 +293,14 @@ class RecordStore {
   uint32_t global_depth_ = 1;
   uint32_t dir_shift_ = 63;  // 64 - global_depth_
   size_t size_ = 0;
+  uint64_t inserts_ = 0;  // new records ever stored, to tell a burst into one segment (make_room)
+  // Segments a burst jumped to the top class, until it has left them (note_jump).
+  struct Jumped {
+    uint32_t segment = 0;
+    uint32_t size = 0;  // its records when last looked at
+    uint64_t generation = 0;
+  };
+  std::vector<Jumped> jumped_;
   size_t capacity_ = 0;
   uint64_t next_generation_ = 1;
   std::unique_ptr<SegmentArena> arena_;

@@ -1,6 +1,7 @@
 // The record store against a std::unordered_map oracle (tests/store_model.h) over long random
 // sequences of inserts, upserts, erases, lookups and scans that erase, through every size class,
-// splits and shrinks, with both address families.
+// splits and shrinks, with both address families, and inserts in hash order (a streaming move's
+// receiver: bursts that jump segments to the top class and the tidying of what they leave).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "common/hash.h"
 #include "tests/store_model.h"
 
 using namespace imhash;
@@ -128,4 +130,34 @@ TEST_CASE("record_store differential: scans never skip a record, whatever runs b
     d.note(d.m.check_all());
   }
   CHECK(d.error == "");
+}
+
+TEST_CASE("record_store differential: two interleaved sweeps in hash order, with random ops") {
+  // What a receiving shard sees when two source shards stream to it: two sequences, each in
+  // hash order, interleaved unevenly, with the live load's operations (and a purge's scans)
+  // between. A third of each sweep's ids were stored before it started.
+  Driver d;
+  std::vector<uint64_t> sweep[2];
+  for (uint64_t i = 0; i < 120000; ++i) sweep[i % 2].push_back(5'000'000 + i * 13);
+  for (auto& ids : sweep) {
+    std::sort(ids.begin(), ids.end(), [](uint64_t a, uint64_t b) {
+      return mix64(a, HashSeed::kStore) < mix64(b, HashSeed::kStore);
+    });
+  }
+  uint32_t t = 0;
+  for (const auto& ids : sweep) {
+    for (size_t i = 0; i < ids.size(); i += 3) d.note(d.m.upsert(ids[i], store_ep4(ids[i]), 1));
+  }
+  size_t next[2] = {0, 0};
+  while ((next[0] < sweep[0].size() || next[1] < sweep[1].size()) && d.error.empty()) {
+    const int k =
+        next[1] >= sweep[1].size() || (next[0] < sweep[0].size() && d.rng() % 3 != 0) ? 0 : 1;
+    const uint64_t id = sweep[k][next[k]++];
+    d.note(d.m.upsert(id, d.endpoint(id, 10), 2));
+    if (d.rng() % 8 == 0) d.random_op(1'000'000, 100, 20, ++t);
+    if ((next[0] + next[1]) % 40000 == 0) d.note(d.m.check_all());
+  }
+  d.note(d.m.check_all());
+  CHECK(d.error == "");
+  MESSAGE("records " << d.m.size() << ", segments " << d.m.store().shape().segments);
 }
