@@ -345,19 +345,25 @@ void RecordStore::note_jump(const Segment& s) {
   // A burst sweeps hash space once, so a segment it jumped is either split by it or left
   // partly filled in the top class (as little as 27/32 x 7/8 / 2 full). The segments it left
   // are found here, at the next jumps: unchanged since the last look. A few sweeps at once (one
-  // per source shard) leave a few entries; at most kMaxJumped are watched.
+  // per source shard) leave a few entries; at most kMaxJumped are watched. One of them is
+  // rebuilt per call, so an insert still rebuilds at most two segments (this one, and one left).
   constexpr size_t kMaxJumped = 16;
   size_t kept = 0;
+  bool rebuilt = false;
   for (const Jumped& j : jumped_) {
     if (j.segment >= segments_.size()) continue;
     Segment& t = *segments_[j.segment];
     if (t.generation != j.generation) continue;  // rebuilt or split since: nothing to do
-    if (t.size != j.size || &t == &s) {
-      jumped_[kept++] = Jumped{j.segment, t.size, t.generation};  // still filling
+    const bool left = t.size == j.size && &t != &s;
+    const size_t fit = class_for(t.size, kSplitNum, kSplitDen);
+    if (left && fit >= t.size_class) continue;  // fits already
+    if (left && !rebuilt) {
+      rehash(t, fit);
+      rebuilt = true;
       continue;
     }
-    const size_t fit = class_for(t.size, kSplitNum, kSplitDen);
-    if (fit < t.size_class) rehash(t, fit);
+    // Still filling, or left and waiting for the next call.
+    jumped_[kept++] = Jumped{j.segment, t.size, t.generation};
   }
   jumped_.resize(kept);
   if (jumped_.size() >= kMaxJumped) jumped_.erase(jumped_.begin());
