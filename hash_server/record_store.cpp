@@ -309,17 +309,13 @@ void RecordStore::maybe_shrink(Segment& s) {
 }
 
 void RecordStore::make_room(Segment& s) {
-  // A burst: the segment filled again after fewer new records in the whole store than half of
-  // its own, so nearly all of them came here (records arriving in hash order: a stream from
-  // another server's scan, a restore). Where growth is spread over the store, a segment grows
-  // once per (segments / 8) x its size new records, so with kBurstSegments segments or more this
-  // cannot happen to it. A burst goes straight to the top class and on to the split, instead of
-  // through every class between (each of which moves all its records): a sorted fill moves a
-  // record about three times instead of ten.
-  const bool burst = segments_.size() >= kBurstSegments && inserts_ - s.built_at < s.size / 2;
   if ((size_t{s.size} + 1) * 32 <= size_t{s.table.capacity} * 25) {
     rehash(s, s.size_class);  // mostly tombstones: clear them in place
   } else if (s.size_class < kSizeClasses.top) {
+    // A burst (record_store.h, "Bursts"): filled again after fewer new records in the whole
+    // store than half its own, so nearly all of them came here. Spread growth fills a segment
+    // once per (segments / 8) x its size new records: never with kBurstSegments or more.
+    const bool burst = segments_.size() >= kBurstSegments && inserts_ - s.built_at < s.size / 2;
     rehash(s, burst ? kSizeClasses.top : s.size_class + 1u);
     if (burst) note_jump(s);
   } else if (can_split(s)) {

@@ -9,12 +9,12 @@
 #include <set>
 #include <vector>
 
-#include "common/hash.h"
 #include "tests/store_model.h"
 
 using namespace imhash;
 using imhash::testing::store_ep4;
 using imhash::testing::store_ep6;
+using imhash::testing::store_id_with_hash;
 using imhash::testing::StoreModel;
 using store_detail::kSizeClasses;
 
@@ -138,11 +138,10 @@ TEST_CASE("record_store differential: two interleaved sweeps in hash order, with
   // between. A third of each sweep's ids were stored before it started.
   Driver d;
   std::vector<uint64_t> sweep[2];
-  for (uint64_t i = 0; i < 120000; ++i) sweep[i % 2].push_back(5'000'000 + i * 13);
-  for (auto& ids : sweep) {
-    std::sort(ids.begin(), ids.end(), [](uint64_t a, uint64_t b) {
-      return mix64(a, HashSeed::kStore) < mix64(b, HashSeed::kStore);
-    });
+  const uint64_t step = UINT64_MAX / 60000;
+  for (uint64_t i = 0; i < 60000; ++i) {
+    for (uint64_t k = 0; k < 2; ++k)
+      sweep[k].push_back(store_id_with_hash(i * step + k * step / 2));
   }
   uint32_t t = 0;
   for (const auto& ids : sweep) {

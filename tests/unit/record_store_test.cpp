@@ -137,10 +137,8 @@ TEST_CASE("record_store: memory per record stays within the 7/8 .. 0.78 band thr
 TEST_CASE("record_store: records arriving in hash order jump to the top class, not through each") {
   // What a streaming move's receiver sees: another store's scan, in hash order.
   std::vector<uint64_t> ids(300000);
-  for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = i * 7 + 3;
-  std::sort(ids.begin(), ids.end(), [](uint64_t a, uint64_t b) {
-    return mix64(a, HashSeed::kStore) < mix64(b, HashSeed::kStore);
-  });
+  const uint64_t step = UINT64_MAX / ids.size();
+  for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = store_id_with_hash(i * step);
   RecordStore s;
   size_t rebuilds = 0, segments_before = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
