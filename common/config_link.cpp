@@ -335,6 +335,8 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
     heartbeat = w->heartbeat_ms == 0 ? settings.default_heartbeat
                                      : std::max(milliseconds(w->heartbeat_ms), kMinHeartbeat);
     config_version = w->config_version;
+    // Registered once: a later registration is of a process that kept its records.
+    self.fresh = false;
     if (!welcomed) {
       welcomed = true;
       welcomed_at = Clock::now();
@@ -382,6 +384,14 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
       return true;
     }
     invoke("on_stream", [&] { cb.on_stream(*stream); });
+    return true;
+  }
+  if (auto* fill = std::get_if<control::FillCommand>(&m)) {
+    if (!cb.on_fill) {
+      spdlog::debug("{}: ignoring a fill command", who());
+      return true;
+    }
+    invoke("on_fill", [&] { cb.on_fill(*fill); });
     return true;
   }
   reason = std::string("unexpected ") + control::type_name(m) + " message";
@@ -554,6 +564,11 @@ void ConfigLink::start() {
 void ConfigLink::stop() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   state_->stop();
+}
+
+void ConfigLink::set_filling(bool filling) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  state_->self.filling = filling;
 }
 
 void ConfigLink::ack(uint64_t version) {

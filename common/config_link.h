@@ -64,6 +64,8 @@ class ConfigLink {
     std::function<void(control::PurgeCommand)> on_purge;
     // Hash servers start or cancel their outbound stream; login servers ignore it.
     std::function<void(control::StreamCommand)> on_stream;
+    // Hash servers: being refilled or not (replicas); login servers ignore it.
+    std::function<void(control::FillCommand)> on_fill;
     // Sampled for each heartbeat: numbers only (other values are left out).
     std::function<boost::json::object()> stats;
     // Connected (welcomed) or disconnected: for logging and metrics.
@@ -86,6 +88,8 @@ class ConfigLink {
   // The node runs table `version` now: sent to the config server, and recorded for heartbeats and
   // for registering again after a reconnect.
   void ack(uint64_t version);
+  // Hash servers: whether it is being refilled (Register::filling), for registering again.
+  void set_filling(bool filling);
   // Sent at once if connected; otherwise the latest progress of each shard is kept and sent after
   // the next registration. A report written just as the connection dies is lost with it, so a hash
   // server reports periodically while a purge runs, and once when it ends.

@@ -55,6 +55,8 @@ struct Encoder {
     o["shards"] = m.shards;
     o["version"] = m.version;
     o["pid"] = m.pid;
+    if (m.fresh) o["fresh"] = true;
+    if (m.filling) o["filling"] = true;
     append_frame(json::serialize(o), out);
   }
   void operator()(const Heartbeat& m) {
@@ -136,6 +138,13 @@ struct Encoder {
     o["type"] = "stream";
     o["action"] = stream_action_name(m.action);
     o["version"] = m.version;
+    if (!m.lost.empty()) o["lost"] = json::array(m.lost.begin(), m.lost.end());
+    append_frame(json::serialize(o), out);
+  }
+  void operator()(const FillCommand& m) {
+    json::object o;
+    o["type"] = "fill";
+    o["filling"] = m.filling;
     append_frame(json::serialize(o), out);
   }
   void operator()(const AuthProof& m) {
@@ -165,7 +174,10 @@ bool decode_register(JsonObject& o, Register& m) {
   o.need("address").string(m.address);
   o.need("shards").integer(m.shards);
   o.need("version").integer(m.version);
-  return o.need("pid").integer(m.pid);
+  o.need("pid").integer(m.pid);
+  o.get("fresh").boolean(m.fresh);
+  o.get("filling").boolean(m.filling);
+  return o.ok();
 }
 
 bool decode_heartbeat(JsonObject& o, Heartbeat& m) {
@@ -196,6 +208,13 @@ bool decode_purge_report(JsonObject& o, PurgeReport& m) {
   return o.ok();
 }
 
+// An optional array of server names.
+void read_names(JsonValue value, std::vector<std::string>& out) {
+  JsonArray names = value.array(kMaxServers);
+  out.resize(names.size());
+  for (size_t i = 0; i < names.size(); ++i) names[i].string(out[i]);
+}
+
 bool decode_stream_report(JsonObject& o, StreamReport& m) {
   o.need("version").integer(m.version);
   o.need("state").choice(m.state, kStreamStates, stream_state_name);
@@ -212,6 +231,7 @@ bool decode_stream_report(JsonObject& o, StreamReport& m) {
     t.need("name").string(m.targets[i].name);
     t.need("records").integer(m.targets[i].records);
   }
+  read_names(o.get("lost"), m.lost);
   return o.ok();
 }
 
@@ -257,6 +277,9 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
     StreamCommand& c = m.emplace<StreamCommand>();
     o.need("action").choice(c.action, kStreamActions, stream_action_name);
     o.need("version").integer(c.version);
+    read_names(o.get("lost"), c.lost);
+  } else if (type == "fill") {
+    o.need("filling").boolean(m.emplace<FillCommand>().filling);
   } else if (type == "refused") {
     o.need("reason").string(m.emplace<Refused>().reason);
   } else if (type == "auth_hello") {
@@ -332,15 +355,17 @@ json::object stream_report_json(const StreamReport& r) {
   for (const StreamTarget& t : r.targets) {
     targets.push_back(json::object{{"name", t.name}, {"records", t.records}});
   }
-  return json::object{{"version", r.version},
-                      {"state", stream_state_name(r.state)},
-                      {"scanned", r.scanned},
-                      {"total", r.total},
-                      {"sent", r.sent},
-                      {"rate", r.rate},
-                      {"eta_ms", r.eta_ms},
-                      {"restarts", r.restarts},
-                      {"targets", std::move(targets)}};
+  json::object o{{"version", r.version},
+                 {"state", stream_state_name(r.state)},
+                 {"scanned", r.scanned},
+                 {"total", r.total},
+                 {"sent", r.sent},
+                 {"rate", r.rate},
+                 {"eta_ms", r.eta_ms},
+                 {"restarts", r.restarts},
+                 {"targets", std::move(targets)}};
+  if (!r.lost.empty()) o["lost"] = json::array(r.lost.begin(), r.lost.end());
+  return o;
 }
 
 const char* stream_state_name(StreamState s) {
@@ -433,7 +458,7 @@ const char* type_name(const Message& m) {
   static constexpr const char* kNames[] = {
       "register",   "heartbeat",     "ack",     "purge_report", "welcome",
       "table",      "purge",         "refused", "auth_hello",   "auth_challenge",
-      "auth_proof", "stream_report", "stream"};
+      "auth_proof", "stream_report", "stream",  "fill"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -10,19 +10,21 @@
 //     {"type":"auth_hello","role":"hash"|"login","name":S,"nonce":HEX32}
 //     {"type":"auth_proof","proof":HEX64}         (after the config server's auth_challenge)
 //   node -> config
-//     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N}
+//     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N,
+//      "fresh":BOOL,"filling":BOOL}
 //     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...}}
 //     {"type":"ack","version":N}
 //     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
 //                                       "deleted":N,"id":N},...]}
 //     {"type":"stream_report","version":N,"state":S,"scanned":N,"total":N,"sent":N,"rate":N,
-//      "eta_ms":N,"restarts":N,"targets":[{"name":S,"records":N},...]}
+//      "eta_ms":N,"restarts":N,"targets":[{"name":S,"records":N},...],"lost":[S,...]}
 //   config -> node
 //     {"type":"auth_challenge","nonce":HEX32,"proof":HEX64}   (the answer to an auth_hello)
 //     {"type":"welcome","heartbeat_ms":N,"config_version":N}
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
 //     {"type":"purge","action":S,"age_s":N,"id":N}
-//     {"type":"stream","action":"start"|"cancel","version":N}
+//     {"type":"stream","action":"start"|"cancel","version":N,"lost":[S,...]}
+//     {"type":"fill","filling":BOOL}
 //     {"type":"refused","reason":S}   (instead of a welcome: the registration is refused; the
 //                                      config server closes the link after it)
 //
@@ -67,6 +69,11 @@ struct Register {
   uint32_t shards = 0;   // hash: its shard count; login: 0
   uint64_t version = 0;  // table version it runs, 0 if none
   uint64_t pid = 0;
+  // Hash servers (optional, false when absent): "fresh", the process has not registered before
+  // (it started empty: memory only); "filling", it was being refilled and is not yet complete.
+  // With replicas the config server has the other replicas refill such a server.
+  bool fresh = false;
+  bool filling = false;
   friend bool operator==(const Register&, const Register&) = default;
 };
 
@@ -121,6 +128,9 @@ struct StreamReport {
   uint64_t eta_ms = 0;    // estimated time to done (0 when not running)
   uint64_t restarts = 0;  // times the scan started again (a newer table, a link lost)
   std::vector<StreamTarget> targets;
+  // The servers this stream refills (StreamCommand::lost), echoed so the config server knows
+  // which "done" completes a refill. Optional ("lost", absent when empty).
+  std::vector<std::string> lost;
   friend bool operator==(const StreamReport&, const StreamReport&) = default;
 };
 
@@ -149,10 +159,23 @@ struct PurgeCommand {
 // Starts (or restarts from the beginning) a hash server's outbound stream once it runs table
 // `version` or newer, or cancels the one running.
 enum class StreamAction : uint8_t { kStart = 0, kCancel = 1 };
+//
+// `lost` (optional, absent when empty; replicas only): servers that lost their records (restarted
+// empty). The stream sends them every record whose replica set includes them, whatever they held
+// before (Handoff::start), and the report echoes them.
 struct StreamCommand {
   StreamAction action = StreamAction::kStart;
   uint64_t version = 0;
+  std::vector<std::string> lost;
   friend bool operator==(const StreamCommand&, const StreamCommand&) = default;
+};
+
+// Tells a hash server whether it is being refilled (replicas: it restarted empty and its peers
+// stream it its records). While filling, a LOOKUP of an id it does not hold is answered
+// NOT_READY rather than NOT_FOUND, so the login server reads another copy.
+struct FillCommand {
+  bool filling = false;
+  friend bool operator==(const FillCommand&, const FillCommand&) = default;
 };
 
 // The answer to a registration the config server will not take (e.g. a hash server registering an
@@ -182,7 +205,7 @@ struct AuthProof {
 
 using Message =
     std::variant<Register, Heartbeat, Ack, PurgeReport, Welcome, TablePush, PurgeCommand, Refused,
-                 AuthHello, AuthChallenge, AuthProof, StreamReport, StreamCommand>;
+                 AuthHello, AuthChallenge, AuthProof, StreamReport, StreamCommand, FillCommand>;
 
 enum class DecodeStatus : uint8_t {
   kOk,

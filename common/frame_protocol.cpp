@@ -148,6 +148,8 @@ const char* to_string(FrameStatus s) {
       return "UNSUPPORTED";
     case FrameStatus::kUnauthorized:
       return "UNAUTHORIZED";
+    case FrameStatus::kNotReady:
+      return "NOT_READY";
   }
   return "?";
 }
@@ -273,7 +275,7 @@ DecodeStatus decode_response(const Header& h, std::span<const uint8_t> body, Res
   out.type = h.type;
   out.correlation = h.correlation;
   out.table_version = h.table_version;
-  if (h.status > static_cast<uint8_t>(FrameStatus::kUnauthorized)) return DecodeStatus::kBadBody;
+  if (h.status > static_cast<uint8_t>(FrameStatus::kNotReady)) return DecodeStatus::kBadBody;
   out.status = static_cast<FrameStatus>(h.status);
   out.flags = h.flags;
   Reader r(body.data(), body.size());

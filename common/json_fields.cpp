@@ -93,6 +93,14 @@ bool JsonValue::string(std::string& out) {
   return true;
 }
 
+bool JsonValue::boolean(bool& out) {
+  if (skip()) return error_->empty();
+  const bool* b = value_->if_bool();
+  if (!b) return fail(std::string("must be true or false, not ") + json_kind(*value_));
+  out = *b;
+  return true;
+}
+
 bool JsonValue::number() {
   if (skip()) return error_->empty();
   if (!value_->is_number()) return fail(std::string("must be a number, not ") + json_kind(*value_));

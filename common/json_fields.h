@@ -83,6 +83,7 @@ class JsonValue {
   // numbers are doubles and would round ids above 2^53.
   bool id(uint64_t& out);
   bool string(std::string& out);
+  bool boolean(bool& out);
   // Any finite number; checked only (read the value with get()).
   bool number();
   // A string naming one of `values` (as `name` names them).

@@ -38,7 +38,9 @@ std::shared_ptr<const Router> Router::compile(Table table) {
 }
 
 Router::Router(Table table)
-    : table_(std::move(table)), server_count_(static_cast<uint32_t>(table_.servers.size())) {
+    : table_(std::move(table)),
+      server_count_(static_cast<uint32_t>(table_.servers.size())),
+      replicas_(table_.replicas) {
   switch (table_.mode) {
     case RoutingMode::kModulo:
       break;
@@ -108,6 +110,27 @@ uint32_t Router::owner(uint64_t id) const {
 Route Router::route(uint64_t id) const {
   const uint32_t server = owner(id);
   return Route{server, shard_of(id, table_.servers[server].shards)};
+}
+
+ReplicaSet Router::replica_set(uint64_t id) const {
+  ReplicaSet set;
+  const auto add = [&](uint32_t server) {
+    set.routes[set.size++] = Route{server, shard_of(id, table_.servers[server].shards)};
+  };
+  if (table_.mode != RoutingMode::kRing) {
+    const uint32_t first = owner(id);
+    for (uint32_t k = 0; k < replicas_; ++k) add((first + k) % server_count_);
+    return set;
+  }
+  // validate() keeps replicas <= servers, and every server of the ring has slots (weight >= 1),
+  // so the walk finds `replicas_` distinct servers within one turn of the ring.
+  uint32_t slot = fast_range(mix64(id, HashSeed::kRing), kRingSize);
+  add(ring_[slot]);
+  while (set.size < replicas_) {
+    slot = slot + 1 == kRingSize ? 0 : slot + 1;
+    if (!set.contains(ring_[slot])) add(ring_[slot]);
+  }
+  return set;
 }
 
 bool Router::owns(uint64_t id, std::string_view server_name) const {

@@ -73,6 +73,16 @@ std::string validate(const Table& table) {
     total_weight += s.weight;
   }
 
+  if (table.replicas == 0 || table.replicas > kMaxReplicas) {
+    return "the table has replicas " + std::to_string(table.replicas) + "; it needs 1 to " +
+           std::to_string(kMaxReplicas);
+  }
+  if (table.replicas > table.servers.size()) {
+    return "the table keeps " + std::to_string(table.replicas) +
+           " copies of each record (replicas) but has only " +
+           std::to_string(table.servers.size()) + " server" +
+           (table.servers.size() == 1 ? "" : "s") + "; each copy needs its own server";
+  }
   if (table.mode == RoutingMode::kRing && total_weight > kMaxRingTotalWeight) {
     return "the servers' weights add up to " + std::to_string(total_weight) +
            "; ring mode allows at most " + std::to_string(kMaxRingTotalWeight);

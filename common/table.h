@@ -1,7 +1,7 @@
-// The routing table (HASH_SELECT, docs/design.md §3): a version, a mode and the hash servers, plus the id
-// ranges of range mode, and validate(), the rules every table obeys. A plain value type: copy it
-// freely; any thread may use its own copy. Lookups go through the immutable Router compiled from a
-// table (common/router.h), not through this type.
+// The routing table (HASH_SELECT, docs/design.md §3): a version, a mode and the hash servers, plus
+// the id ranges of range mode, and validate(), the rules every table obeys. A plain value type:
+// copy it freely; any thread may use its own copy. Lookups go through the immutable Router compiled
+// from a table (common/router.h), not through this type.
 //
 // The table's words in text are in common/table_text.h, its JSON form (the table file) in
 // common/table_json.h, and the edits of the config server and imctl in common/table_edits.h;
@@ -28,6 +28,8 @@ inline constexpr uint32_t kMaxWeight = 1000;
 // the ring's 65537 slots; beyond that the balance guarantee of the ring degrades.
 inline constexpr uint32_t kMaxRingTotalWeight = 4096;
 inline constexpr size_t kMaxServerNameLength = 64;
+// Copies of each record (the replication factor, docs/design.md §3 "Replicas"): 1 is no replica.
+inline constexpr uint32_t kMaxReplicas = 3;
 
 enum class RoutingMode : uint8_t { kModulo, kRange, kRing };
 enum class ModuloHash : uint8_t { kMix, kIdentity };  // kIdentity = classic id mod N
@@ -55,6 +57,8 @@ struct Table {
   ModuloHash modulo_hash = ModuloHash::kMix;
   std::vector<ServerInfo> servers;
   std::vector<IdRange> ranges;  // range mode only; must be empty in the other modes
+  // Servers holding each record: its owner (the primary) and replicas - 1 more (common/router.h).
+  uint32_t replicas = 1;
 
   const ServerInfo* find_server(std::string_view name) const;  // nullptr if none
   int server_index(std::string_view name) const;               // -1 if none

@@ -42,6 +42,9 @@ size_t range_index(const std::vector<IdRange>& ranges, uint64_t id) {
   return static_cast<size_t>(it - ranges.begin());
 }
 
+// "1 copy", "3 copies".
+std::string copies(uint32_t n) { return std::to_string(n) + (n == 1 ? " copy" : " copies"); }
+
 }  // namespace
 
 TableResult assign_range(const Table& table, uint64_t lo, uint64_t hi, std::string_view server) {
@@ -175,6 +178,11 @@ TableResult remove_server(const Table& table, std::string_view name) {
   int index = table.server_index(name);
   if (index < 0) return TableResult::failure(what + ": there is no server of that name");
   if (table.servers.size() == 1) return TableResult::failure(what + ": it is the last one");
+  // Said here rather than by validate(): the way out is to lower replicas first, not to keep the
+  // server.
+  if (const size_t left = table.servers.size() - 1; left < table.replicas) {
+    return TableResult::failure(what + ": " + replicas_exceed_servers(table.replicas, left));
+  }
   Table out = table;
   out.servers.erase(out.servers.begin() + index);
   if (table.mode == RoutingMode::kRange) {
@@ -216,6 +224,25 @@ TableResult remove_server(const Table& table, std::string_view name) {
   TableResult result = TableResult::checked(std::move(out));
   if (!result.ok()) result.error = what + ": " + result.error;
   return result;
+}
+
+TableResult set_replicas(const Table& table, uint32_t replicas) {
+  const std::string what = "cannot set replicas " + std::to_string(replicas);
+  if (table.replicas == replicas) {
+    return TableResult::failure(what + ": the table already keeps " + copies(replicas) +
+                                " of each record");
+  }
+  Table out = table;
+  out.replicas = replicas;
+  TableResult result = TableResult::checked(std::move(out));
+  if (!result.ok()) result.error = what + ": " + result.error;
+  return result;
+}
+
+std::string replicas_exceed_servers(uint32_t replicas, size_t servers) {
+  return "the table keeps " + copies(replicas) + " of each record and would have only " +
+         std::to_string(servers) + (servers == 1 ? " server" : " servers") +
+         ": lower replicas first (imctl replicas " + std::to_string(servers) + ")";
 }
 
 std::vector<IdRange> even_ranges(const std::vector<ServerInfo>& servers) {

@@ -3,6 +3,7 @@
 // thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,8 +38,18 @@ TableResult set_server(const Table& table, std::string_view name,
                        const std::optional<std::string>& address,
                        const std::optional<uint32_t>& weight);
 // Removes a server. In range mode each of its ranges is split evenly among the remaining servers
-// (in table order, starting one further along for each range, so the load spreads).
+// (in table order, starting one further along for each range, so the load spreads). An error if
+// fewer servers would remain than the table keeps copies of each record (replicas).
 TableResult remove_server(const Table& table, std::string_view name);
+// The number of copies of each record (the owner and replicas - 1 more, common/router.h). An
+// error if the table already keeps that many, or validate()'s (1..kMaxReplicas, and no more
+// than there are servers).
+TableResult set_replicas(const Table& table, uint32_t replicas);
+// Why a removal that would leave `servers` servers for `replicas` copies of each record is refused:
+// "the table keeps 3 copies of each record and would have only 2 servers: lower replicas first
+// (imctl replicas 2)". The config server says it for a removal of several servers at once, and
+// when it does not fail a DOWN server over.
+std::string replicas_exceed_servers(uint32_t replicas, size_t servers);
 
 // Initial ranges for range mode: the id space split evenly over the servers, in table order
 // (weights are not used). Empty if there are no servers.

@@ -64,6 +64,7 @@ bool read_table(JsonObject& o, Table& out) {
   o.need("version").integer(out.version);
   o.need("mode").choice(out.mode, kRoutingModes, to_string);
   o.get("modulo_hash").choice(out.modulo_hash, kModuloHashes, to_string);
+  o.get("replicas").integer(out.replicas);
   JsonArray servers =
       o.need("servers").array(std::numeric_limits<size_t>::max());  // validate() bounds it
   out.servers.resize(servers.size());
@@ -98,6 +99,9 @@ std::string table_to_json(const Table& table) {
   out += "  \"version\": " + std::to_string(table.version) + ",\n";
   out += "  \"mode\": " + json_quote(to_string(table.mode)) + ",\n";
   out += "  \"modulo_hash\": " + json_quote(to_string(table.modulo_hash)) + ",\n";
+  // Written only when there are replicas, so a table without them reads as it always did (also
+  // to a node that predates them).
+  if (table.replicas != 1) out += "  \"replicas\": " + std::to_string(table.replicas) + ",\n";
   out += "  \"servers\": [";
   for (size_t i = 0; i < table.servers.size(); ++i) {
     const ServerInfo& s = table.servers[i];

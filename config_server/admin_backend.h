@@ -50,13 +50,17 @@ class AdminBackend {
   virtual AdminResult history(uint64_t limit) = 0;
   // GET /v1/servers: {"servers": [{"name","address","shards","weight","state","records"}...]}
   virtual AdminResult servers() = 0;
-  // GET /v1/where/ID: {"id", "server", "shard", "address", "version"}
+  // GET /v1/where/ID: {"id", "server", "shard", "address", "version", "replicas": [{"server",
+  // "shard", "address"}...]}: the owner (the primary), then its replicas in order (none when the
+  // table keeps one copy of each record).
   virtual AdminResult where(uint64_t id) = 0;
 
   // Changes: each writes a new version durably, pushes it, and answers
   // {"version": N, "change": "what changed", "table": {...}}.
   // POST /v1/mode {"mode": "modulo"|"range"|"ring", "modulo_hash": "mix"|"identity" (optional)}
   virtual AdminResult set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) = 0;
+  // POST /v1/replicas {"replicas": 1..kMaxReplicas}: the copies kept of each record.
+  virtual AdminResult set_replicas(uint32_t replicas) = 0;
   // POST /v1/servers {"servers": [{"name", "address"?, "shards"?, "weight"?}...]}
   virtual AdminResult add_servers(const std::vector<ServerSpec>& servers) = 0;
   // POST /v1/servers/set {"name", "address"?, "weight"?} (at least one of the two): the server

@@ -39,6 +39,7 @@ enum class Endpoint {
   kServersSet,
   kWhere,  // /v1/where/ID
   kMode,
+  kReplicas,
   kAssign,
   kSplit,
   kMerge,
@@ -69,6 +70,7 @@ constexpr Route kRoutes[] = {
     {"/v1/servers/set", Endpoint::kServersSet, false, true},
     {"/v1/where/", Endpoint::kWhere, true, false},  // a prefix: the id follows
     {"/v1/mode", Endpoint::kMode, false, true},
+    {"/v1/replicas", Endpoint::kReplicas, false, true},
     {"/v1/assign", Endpoint::kAssign, false, true},
     {"/v1/split", Endpoint::kSplit, false, true},
     {"/v1/merge", Endpoint::kMerge, false, true},
@@ -271,6 +273,13 @@ AdminResult set_mode(AdminBackend& backend, JsonObject& body, std::string& error
   return backend.set_mode(mode, hash_value.present() ? std::optional(hash) : std::nullopt);
 }
 
+AdminResult set_replicas(AdminBackend& backend, JsonObject& body, std::string& error) {
+  uint32_t replicas = 1;
+  body.need("replicas").integer(replicas, 1, kMaxReplicas);
+  if (!body.finish()) return bad_request(error);
+  return backend.set_replicas(replicas);
+}
+
 AdminResult add_servers(AdminBackend& backend, JsonObject& body, std::string& error) {
   JsonArray list = body.need("servers").array(kMaxServers, 1);
   std::vector<ServerSpec> specs(list.size());
@@ -461,6 +470,8 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
       return set_server(backend, object, error);
     case Endpoint::kMode:
       return set_mode(backend, object, error);
+    case Endpoint::kReplicas:
+      return set_replicas(backend, object, error);
     case Endpoint::kAssign:
       return assign(backend, object, error);
     case Endpoint::kSplit:

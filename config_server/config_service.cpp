@@ -172,6 +172,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     // A node that says it runs a newer version than any pushed gets no push (nodes ignore older
     // tables); it shows at version 0, lagging once the DOWN window has passed.
     if (router_ && reg->version < router_->version()) push(n);
+    if (n.role == "hash") maybe_refill(n, reg->fresh, reg->filling);
     return;
   }
 
@@ -214,6 +215,9 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     }
     n.stream = *stream;
     n.stream_heard_ns = now;
+    for (const std::string& refilled : refills_.on_report(n.name, *stream)) {
+      end_refill(refilled, "every other replica has streamed to it", true);
+    }
     // Its first report since it registered says it knows streams (see streams_known): the stream
     // on_rejoin could not start yet starts now.
     if (first && n.role == "hash" && router_ && !n.rejoin_purge_id) {
@@ -407,7 +411,7 @@ uint64_t ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_sec
 
 void ConfigService::send_stream(Node& n, StreamAction action, uint64_t version) {
   if (!n.session) return;
-  n.session->send(control::StreamCommand{action, version});
+  n.session->send(control::StreamCommand{action, version, {}});
   spdlog::info("stream {} (version {}) sent to {}", control::stream_action_name(action), version,
                n.name);
 }
@@ -427,6 +431,13 @@ void ConfigService::tick() {
     if (n.up && now - n.last_heard_ns > down_after) {
       n.up = false;
       spdlog::warn("{} is DOWN: {} heartbeats missed", key, settings_.missed_heartbeats_down);
+      if (n.role == "hash") {
+        // A refill waits for nothing more from it; its own refill starts over when it is back.
+        refills_.cancel(n.name);
+        for (const std::string& refilled : refills_.drop_peer(n.name)) {
+          end_refill(refilled, "the other replicas that are up have streamed to it", true);
+        }
+      }
       if (n.role == "hash" && settings_.failover_auto) failover(n);
     }
     // LAGGING: up, but the latest version was pushed to it (or it was seen behind) a DOWN window
@@ -452,9 +463,88 @@ void ConfigService::failover(Node& n) {
     spdlog::error("failover: {} is DOWN but it is the only hash server", n.name);
     return;
   }
+  // Called once, when the server goes DOWN, so this is said once: each copy needs its own server,
+  // and the operator chooses between fewer copies and waiting for the server.
+  if (const size_t left = router_->table().servers.size() - 1; left < router_->replicas()) {
+    spdlog::warn(
+        "failover: {} is DOWN but stays in the table: {}, then remove it (imctl server "
+        "remove {})",
+        n.name, replicas_exceed_servers(router_->replicas(), left), n.name);
+    return;
+  }
   auto r =
       apply(remove_server(router_->table(), n.name), "failover: removed " + n.name + " (DOWN)");
   if (r.status != 200) spdlog::error("failover of {} failed: {}", n.name, json::serialize(r.body));
+}
+
+void ConfigService::maybe_refill(Node& n, bool fresh, bool filling) {
+  if (!fresh && !filling) {
+    refills_.cancel(n.name);  // the same process again: what it held, it holds
+    return;
+  }
+  const bool member = router_ && router_->table().server_index(n.name) >= 0;
+  if (!member || router_->replicas() == 1) {
+    // Nothing to refill it from (or it is not one of the table's servers): it starts filling
+    // (hash_server.cpp) and is told to stop at once.
+    end_refill(n.name, member ? "the table has no replicas" : "it is not in the table", false);
+    return;
+  }
+  std::vector<std::string> peers;
+  for (const auto& [key, p] : nodes_) {
+    if (p.role != "hash" || p.name == n.name || !p.up || !p.session || p.rejoin_purge_id ||
+        !streams_known(p) || router_->table().server_index(p.name) < 0) {
+      continue;
+    }
+    peers.push_back(p.name);
+  }
+  if (peers.empty()) {
+    end_refill(n.name, "no other replica is up to refill it", false);
+    return;
+  }
+  n.session->send(control::FillCommand{true});
+  for (const std::string& name : peers) {
+    Node* p = find("hash", name);
+    p->session->send(control::StreamCommand{StreamAction::kStart, router_->version(), {n.name}});
+  }
+  refills_.start(n.name, router_->version(), peers, monotonic_ns());
+  spdlog::info(
+      "{} {}: refilling it at version {} from {} (a lookup of a user it does not hold "
+      "yet reads another copy)",
+      n.name, fresh ? "started empty" : "was being refilled", router_->version(),
+      fmt::join(peers, ", "));
+}
+
+void ConfigService::end_refill(const std::string& server, const char* why, bool refilled) {
+  refills_.cancel(server);
+  Node* n = find("hash", server);
+  if (!n || !n->session) return;
+  n->session->send(control::FillCommand{false});
+  if (refilled) {
+    spdlog::info("{} refilled: {}", server, why);
+  } else {
+    spdlog::info("{}: not refilled ({}): it answers every lookup", server, why);
+  }
+}
+
+void ConfigService::update_refills() {
+  if (!router_ || router_->replicas() == 1) {
+    for (const std::string& server : refills_.clear())
+      end_refill(server, "no replicas any more", false);
+    return;
+  }
+  std::vector<std::string> gone_servers, gone_peers;
+  for (const auto& [server, r] : refills_.all()) {
+    if (router_->table().server_index(server) < 0) gone_servers.push_back(server);
+    for (const std::string& p : r.waiting) {
+      if (router_->table().server_index(p) < 0) gone_peers.push_back(p);
+    }
+  }
+  for (const std::string& server : gone_servers) end_refill(server, "it left the table", false);
+  for (const std::string& p : gone_peers) {
+    for (const std::string& refilled : refills_.drop_peer(p)) {
+      end_refill(refilled, "the other replicas of the new table have streamed to it", true);
+    }
+  }
 }
 
 void ConfigService::check_convergence() {
@@ -592,6 +682,7 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
       }
     }
   }
+  update_refills();
   check_convergence();
   return AdminResult::ok(change_result(change));
 }
@@ -792,6 +883,7 @@ AdminResult ConfigService::status() {
   for (const auto& [key, n] : nodes_) nodes.push_back(node_json(n));
   json::object o{{"version", store_.version()},
                  {"mode", router_ ? to_string(router_->mode()) : "none"},
+                 {"replicas", router_ ? router_->replicas() : 1},
                  {"converged", converged()},
                  {"nodes", std::move(nodes)},
                  {"purges", purge_status().body.as_object()["purges"]}};
@@ -816,6 +908,7 @@ AdminResult ConfigService::status() {
   json::array drains;
   for (const auto& [name, d] : drains_) drains.push_back(drain_json(name, d));
   o["drains"] = std::move(drains);
+  o["refills"] = refills_.json(monotonic_ns());
   return AdminResult::ok(std::move(o));
 }
 
@@ -861,13 +954,22 @@ AdminResult ConfigService::servers() {
 AdminResult ConfigService::where(uint64_t id) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
-  const Route r = router_->route(id);
+  // The owner (the primary) at the top level, as before replicas; its replicas after it.
+  const ReplicaSet set = router_->replica_set(id);
+  const Route& r = set.routes[0];
   const ServerInfo& s = router_->table().servers[r.server];
+  json::array replicas;
+  for (uint32_t i = 1; i < set.size; ++i) {
+    const ServerInfo& replica = router_->table().servers[set.routes[i].server];
+    replicas.push_back(json::object{
+        {"server", replica.name}, {"shard", set.routes[i].shard}, {"address", replica.address}});
+  }
   return AdminResult::ok(json::object{{"id", id},
                                       {"server", s.name},
                                       {"shard", r.shard},
                                       {"address", s.address},
-                                      {"version", router_->version()}});
+                                      {"version", router_->version()},
+                                      {"replicas", std::move(replicas)}});
 }
 
 AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) {
@@ -880,6 +982,13 @@ AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> 
     change += std::string(" (") + to_string(*modulo_hash) + ")";
   }
   return apply(std::move(next), change);
+}
+
+AdminResult ConfigService::set_replicas(uint32_t replicas) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  if (!router_) return AdminResult::error(409, "there is no table yet: add a hash server first");
+  return apply(imhash::set_replicas(router_->table(), replicas),
+               "replicas " + std::to_string(replicas));
 }
 
 AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
@@ -946,9 +1055,20 @@ AdminResult ConfigService::remove_servers(const std::vector<std::string>& names)
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!router_) return AdminResult::error(409, "there is no table yet");
   Table t = router_->table();
-  std::string change = "server removed";
   for (const auto& name : names) {
     if (t.server_index(name) < 0) return AdminResult::error(404, "unknown server " + name);
+  }
+  // Judged on what would remain after all of them (the names are distinct), so the sentence names
+  // the replicas that let the whole removal through, not the first one that fails.
+  if (const size_t left = t.servers.size() - names.size(); left > 0 && left < t.replicas) {
+    std::string listed;
+    for (const auto& name : names) listed += (listed.empty() ? "" : ", ") + name;
+    return AdminResult::error(409, "cannot remove " +
+                                       std::string(names.size() == 1 ? "server " : "servers ") +
+                                       listed + ": " + replicas_exceed_servers(t.replicas, left));
+  }
+  std::string change = "server removed";
+  for (const auto& name : names) {
     auto r = remove_server(t, name);
     if (!r.table) return AdminResult::error(400, r.error);
     t = std::move(*r.table);

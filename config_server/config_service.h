@@ -35,6 +35,7 @@
 #include "common/thread_check.h"
 #include "config_server/admin_backend.h"
 #include "config_server/node_session.h"
+#include "config_server/refills.h"
 #include "config_server/state_store.h"
 
 namespace imhash {
@@ -73,6 +74,7 @@ class ConfigService final : public AdminBackend {
   AdminResult servers() override;
   AdminResult where(uint64_t id) override;
   AdminResult set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) override;
+  AdminResult set_replicas(uint32_t replicas) override;
   AdminResult add_servers(const std::vector<ServerSpec>& servers) override;
   AdminResult set_server(const std::string& name, const std::optional<std::string>& address,
                          const std::optional<uint32_t>& weight) override;
@@ -158,6 +160,14 @@ class ConfigService final : public AdminBackend {
   // A hash server with a pending purge `p` that registered or came back must be told to stream.
   bool needs_stream(const Node& node, const PendingPurge& p) const;
   void on_purge_report(Node& node, const control::PurgeReport& report);
+  // Replicas: a hash server of the table that registered empty (`fresh`) or with a refill not
+  // complete (`filling`) is refilled by the others (config_server/refills.h).
+  void maybe_refill(Node& node, bool fresh, bool filling);
+  // Tells a server it is refilled (or that nobody can refill it): it answers NOT_FOUND again.
+  void end_refill(const std::string& server, const char* why, bool refilled);
+  // After a table change: refills of servers (or from peers) the table no longer has, or all of
+  // them when it has no replicas, are over.
+  void update_refills();
   // What the pending purge `p` still waits for, in words (empty: it may be sent); `held` is set
   // when only the operator can release it (a cancelled stream).
   std::vector<std::string> purge_waits(const PendingPurge& p, bool& held) const;
@@ -188,6 +198,7 @@ class ConfigService final : public AdminBackend {
   Convergence convergence_;
   std::vector<PendingPurge> pending_;  // as in store_ (one per hash server)
   std::map<std::string, Drain> drains_;
+  Refills refills_;
   uint64_t next_purge_id_ = 0;       // from the wall clock at start-up: ids are not reused
   std::vector<uint8_t> push_bytes_;  // encoded_push()
   uint64_t push_bytes_version_ = 0;

@@ -145,6 +145,8 @@ commands:
   history [--limit N]                  table versions, newest first (default 20, at most 1000)
   mode MODE [--modulo-hash mix|identity]
                                        switch the table to modulo, range or ring mode
+  replicas N                           keep N copies of each record (1 to 3): on its owner (the
+                                       primary) and on N - 1 more servers (its replicas)
   server add NAME[=HOST:PORT][/SHARDS][*WEIGHT]...
                                        add hash servers (address and shards default to the
                                        registered node's)
@@ -167,7 +169,7 @@ commands:
                                        rate, ETA
   stream cancel NAME                   stop NAME's stream (its automatic purge is held)
   stream restart NAME                  start NAME's stream again from the beginning
-  where ID                             the server and shard that own user ID
+  where ID                             the server and shard that own user ID, and its replicas
   token ID --ttl AGE --key-file FILE   print an authentication token for user ID valid for AGE,
                                        made locally from the login servers' key file (no config
                                        server needed); with --json: user_id, expiry, token
@@ -421,6 +423,20 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
         } else {
           body["modulo_hash"] = to_string(*hash);
         }
+      }
+    }
+  } else if (command == "replicas") {
+    e = split_args(rest, 1, command, {}, a);
+    if (e.empty()) e = positional_count(command, a, 1, "replicas N");
+    inv.command = ImctlCommand::kReplicas;
+    inv.method = verb::post;
+    inv.target = "/v1/replicas";
+    if (e.empty()) {
+      if (const auto n = count_in(a.positional[0], 1, kMaxReplicas)) {
+        body["replicas"] = *n;
+      } else {
+        e = "replicas: expected a number of copies between 1 and " + std::to_string(kMaxReplicas) +
+            " (got " + single_quoted(a.positional[0]) + ")";
       }
     }
   } else if (command == "server") {

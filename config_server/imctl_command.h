@@ -29,6 +29,7 @@ enum class ImctlCommand : uint8_t {
   kServers,
   kHistory,
   kMode,
+  kReplicas,  // replicas N: POST /v1/replicas
   kServerAdd,
   kServerSet,  // server set NAME --address|--weight
   kServerRemove,

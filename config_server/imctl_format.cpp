@@ -68,6 +68,14 @@ std::string mode_text(const json::value& body) {
   return mode;
 }
 
+// ", replicas 2" when the table keeps more than one copy of each record (a table without the key,
+// or a server before replicas, keeps one: nothing is said).
+std::string replicas_text(const json::value& body) {
+  const json::value* replicas = field(body, "replicas");
+  if (!replicas || number(replicas) == 1u) return {};
+  return ", replicas " + text(replicas);
+}
+
 // A duration in milliseconds, integer or fractional; nullopt if `v` is not one.
 std::optional<std::string> duration_text(const json::value* v) {
   if (auto ms = number(v)) return format_duration_ms(*ms);
@@ -220,7 +228,7 @@ std::string TextTable::render() const {
 
 std::string format_status(const json::value& body) {
   std::string out = "table version " + text(body, "version") + ", mode " + mode_text(body) +
-                    ", converged: " + text(body, "converged") + "\n";
+                    replicas_text(body) + ", converged: " + text(body, "converged") + "\n";
   if (const json::value* change = field(body, "last_change")) {
     const auto reached = duration_text(field(*change, "reached_every_node_ms"));
     out += "version " + text(*change, "version") +
@@ -243,6 +251,19 @@ std::string format_status(const json::value& body) {
   if (const json::array* drains = array_field(body, "drains"); drains && !drains->empty()) {
     out += "drains:\n";
     for (const json::value& d : *drains) out += "  " + drain_progress_line(d) + "\n";
+  }
+  if (const json::array* refills = array_field(body, "refills"); refills && !refills->empty()) {
+    // Replicas: servers that restarted empty, being refilled by the others.
+    out += "refills (lookups of users a server does not hold yet read another copy):\n";
+    for (const json::value& r : *refills) {
+      std::string waiting;
+      if (const json::array* list = array_field(r, "waiting")) {
+        for (const json::value& s : *list) waiting += (waiting.empty() ? "" : ", ") + text(&s);
+      }
+      out += "  " + text(r, "server") + " at version " + text(r, "version") + ", for " +
+             text(r, "seconds") + " s, waiting for the streams of " +
+             (waiting.empty() ? std::string("-") : waiting) + "\n";
+    }
   }
   out += "\n";
   const json::array* nodes = array_field(body, "nodes");
@@ -278,7 +299,8 @@ std::string format_status(const json::value& body) {
 }
 
 std::string format_table(const json::value& body) {
-  std::string out = "table version " + text(body, "version") + ", mode " + mode_text(body) + "\n\n";
+  std::string out = "table version " + text(body, "version") + ", mode " + mode_text(body) +
+                    replicas_text(body) + "\n\n";
   TextTable servers({"SERVER", "ADDRESS", "SHARDS", "WEIGHT"});
   if (const json::array* list = array_field(body, "servers")) {
     for (const json::value& s : *list) {
@@ -328,9 +350,20 @@ std::string format_history(const json::value& body) {
 }
 
 std::string format_where(const json::value& body) {
-  return "id " + text(body, "id") + ": server " + text(body, "server") + ", shard " +
-         text(body, "shard") + ", address " + text(body, "address") + " (table version " +
-         text(body, "version") + ")\n";
+  const json::array* replicas = array_field(body, "replicas");
+  if (!replicas || replicas->empty()) {
+    return "id " + text(body, "id") + ": server " + text(body, "server") + ", shard " +
+           text(body, "shard") + ", address " + text(body, "address") + " (table version " +
+           text(body, "version") + ")\n";
+  }
+  // The owner (the primary) first, then its replicas in the order the router gives them.
+  TextTable table({"COPY", "SERVER", "SHARD", "ADDRESS"});
+  table.add({"primary", text(body, "server"), text(body, "shard"), text(body, "address")});
+  for (const json::value& r : *replicas) {
+    table.add({"replica", text(r, "server"), text(r, "shard"), text(r, "address")});
+  }
+  return "id " + text(body, "id") + " (table version " + text(body, "version") + "), " +
+         std::to_string(replicas->size() + 1) + " copies:\n" + table.render();
 }
 
 std::string format_change(const json::value& body) {
@@ -487,6 +520,7 @@ std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
     case ImctlCommand::kPurgeStatus:
       return format_purges(body, inv.server);
     case ImctlCommand::kMode:
+    case ImctlCommand::kReplicas:
     case ImctlCommand::kServerAdd:
     case ImctlCommand::kServerSet:
     case ImctlCommand::kServerRemove:

@@ -26,7 +26,8 @@ const char* to_string(Handoff::State s) {
 }
 
 void Handoff::start(std::shared_ptr<const Router> router, int self_index, const RecordStore& store,
-                    bool fresh) {
+                    bool fresh, const std::vector<std::shared_ptr<const Router>>& history,
+                    const std::vector<std::string>& lost) {
   const bool restart = !fresh && progress_.state == State::kRunning;
   router_ = std::move(router);
   self_index_ = self_index;
@@ -39,8 +40,45 @@ void Handoff::start(std::shared_ptr<const Router> router, int self_index, const 
   progress_.version = router_ ? router_->version() : 0;
   progress_.acked = acked;
   progress_.restarts = restarts;
+  // A restart under a newer table still owes a full send to a target that lost its link.
+  send_all_ = restart && (send_all_ || rescan_);
   rescan_ = false;
+  history_.clear();
+  history_index_.clear();
+  lost_ = lost;
+  lost_index_.clear();
+  if (router_ && router_->replicas() > 1) {
+    for (const ServerInfo& s : router_->table().servers)
+      lost_index_.push_back(std::find(lost.begin(), lost.end(), s.name) != lost.end());
+    for (const auto& h : history) {
+      if (!h) continue;
+      std::vector<int> index;
+      for (const ServerInfo& s : router_->table().servers)
+        index.push_back(h->table().server_index(s.name));
+      history_.push_back(h);
+      history_index_.push_back(std::move(index));
+    }
+  }
   restart_scan();
+}
+
+bool Handoff::held_throughout(uint64_t id, uint32_t member) const {
+  if (history_.empty() || send_all_ || lost_index_[member]) return false;
+  for (size_t i = 0; i < history_.size(); ++i) {
+    const int then = history_index_[i][member];
+    if (then < 0 || !history_[i]->holds(id, static_cast<uint32_t>(then))) return false;
+  }
+  return true;
+}
+
+void Handoff::cut(uint64_t id, const RecordStore::Record& r, uint32_t now, const Route& route,
+                  std::vector<Batch>& out) {
+  const size_t buffer = first_buffer_[route.server] + route.shard;
+  Batch& b = buffers_[buffer];
+  if (b.count == 0) b.records.reserve(size_t{kBatchRecords} * kMaxRecordBytes);
+  frame::append_import_record(
+      frame::ImportRecord{id, now >= r.last_seen ? now - r.last_seen : 0, r.endpoint}, b.records);
+  if (++b.count == kBatchRecords) emit(buffer, out);
 }
 
 void Handoff::restart_scan() {
@@ -96,29 +134,34 @@ size_t Handoff::step(RecordStore& store, size_t max_slots, uint32_t now, std::ve
   if (!scanning()) return 0;
   const Router& router = *router_;
   const auto& servers = router.table().servers;
-  size_t cut = 0;
+  size_t records_cut = 0;
   const RecordStore::ScanStep done =
       store.scan(cursor_, max_slots, [&](uint64_t id, const RecordStore::Record& r) {
-        const uint32_t owner = router.owner(id);
-        if (self_index_ >= 0 && owner == static_cast<uint32_t>(self_index_)) return false;
-        const size_t buffer = first_buffer_[owner] + shard_of(id, servers[owner].shards);
-        Batch& b = buffers_[buffer];
-        if (b.count == 0) b.records.reserve(size_t{kBatchRecords} * kMaxRecordBytes);
-        frame::append_import_record(
-            frame::ImportRecord{id, now >= r.last_seen ? now - r.last_seen : 0, r.endpoint},
-            b.records);
-        ++cut;
-        if (++b.count == kBatchRecords) emit(buffer, out);
-        return false;  // a handoff deletes nothing
+        if (router.replicas() == 1) {
+          const uint32_t owner = router.owner(id);
+          if (self_index_ >= 0 && owner == static_cast<uint32_t>(self_index_)) return false;
+          cut(id, r, now, Route{owner, shard_of(id, servers[owner].shards)}, out);
+          ++records_cut;
+          return false;  // a handoff deletes nothing
+        }
+        const ReplicaSet set = router.replica_set(id);
+        for (uint32_t k = 0; k < set.size; ++k) {
+          const Route& member = set.routes[k];
+          if (self_index_ >= 0 && member.server == static_cast<uint32_t>(self_index_)) continue;
+          if (held_throughout(id, member.server)) continue;
+          cut(id, r, now, member, out);
+          ++records_cut;
+        }
+        return false;
       });
   progress_.scanned += done.examined;
-  progress_.cut += cut;
+  progress_.cut += records_cut;
   progress_.total = progress_.scanned + store.slots_ahead(cursor_);
   if (cursor_.done) {
     for (size_t i = 0; i < buffers_.size(); ++i) emit(i, out);
     maybe_finish();
   }
-  return cut;
+  return records_cut;
 }
 
 void Handoff::acknowledged(uint64_t generation, uint16_t records, const std::string& target,
@@ -142,6 +185,7 @@ void Handoff::maybe_finish() {
   if (rescan_) {
     // The owner may have restarted and lost what it was sent: send it all again.
     rescan_ = false;
+    send_all_ = true;
     ++progress_.restarts;
     restart_scan();
     return;

@@ -59,8 +59,17 @@ class Handoff {
   // Starts (or restarts from the beginning) a scan against `router`, owned by server `self_index`
   // of its table (-1: not in it, every record goes). Keeps acked and per-target counts only across
   // restarts of the same stream (`fresh` false).
+  //
+  // With replicas (router->replicas() > 1) a record goes to each member of its replica set but
+  // this server that may lack it. `history` is the table the last completed stream ran against
+  // (or the first table this server ran, while it was empty) and every table run since, oldest
+  // first: a member that held the id under each of them has had every write to it, so it is
+  // skipped. Empty: unknown, every other member is sent the record. After a lost link (the
+  // target may have restarted empty) the rescan sends every record to every other member. The
+  // servers named in `lost` restarted empty: they are sent every record they should hold.
   void start(std::shared_ptr<const Router> router, int self_index, const RecordStore& store,
-             bool fresh);
+             bool fresh, const std::vector<std::shared_ptr<const Router>>& history = {},
+             const std::vector<std::string>& lost = {});
   void cancel();
   // Examines at most `max_slots` slots and appends the batches that filled to `out` (at the end
   // of the scan, every partial batch too). Returns the number of records cut.
@@ -83,11 +92,20 @@ class Handoff {
   uint64_t generation() const { return generation_; }
   const Progress& progress() const { return progress_; }
   const Router* router() const { return router_.get(); }
+  const std::shared_ptr<const Router>& router_ptr() const { return router_; }
+  // The `lost` of the last start().
+  const std::vector<std::string>& lost() const { return lost_; }
   // Records acknowledged per target server name, for this stream.
   const std::vector<std::pair<std::string, uint64_t>>& targets() const { return targets_; }
 
  private:
   void emit(size_t buffer, std::vector<Batch>& out);
+  // Appends `id`'s record to the open batch of `route`.
+  void cut(uint64_t id, const RecordStore::Record& r, uint32_t now, const Route& route,
+           std::vector<Batch>& out);
+  // With replicas: whether server `member` (an index in router_'s table) held `id` under every
+  // table of the history.
+  bool held_throughout(uint64_t id, uint32_t member) const;
   // Done once the scan has ended and nothing is in flight; or, after a lost link, once more.
   void maybe_finish();
   void restart_scan();
@@ -100,6 +118,13 @@ class Handoff {
   uint64_t generation_ = 0;
   uint64_t next_seq_ = 0;
   bool rescan_ = false;
+  bool send_all_ = false;  // a rescan after a lost link: the history proves nothing
+  // The history's tables, and for each the index there of every server of router_'s table (-1:
+  // not in it).
+  std::vector<std::shared_ptr<const Router>> history_;
+  std::vector<std::vector<int>> history_index_;
+  std::vector<std::string> lost_;
+  std::vector<bool> lost_index_;  // by server index in router_'s table
   // One open batch per (server, shard) of the table: buffers_[first_buffer_[server] + shard].
   std::vector<size_t> first_buffer_;
   std::vector<Batch> buffers_;

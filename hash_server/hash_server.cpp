@@ -128,6 +128,19 @@ control::StreamReport HashServer::stream_report() {
             : all_done      ? control::StreamState::kDone
                             : control::StreamState::kRunning;  // some shards not started yet
   for (auto& [name, n] : targets) r.targets.push_back(control::StreamTarget{name, n});
+  // The servers every shard's stream refills: a shard that has not taken the command yet still
+  // reports its previous stream, and a refill is complete only when every shard's is.
+  bool first_shard = true;
+  for (const auto& s : snapshots_) {
+    if (first_shard) {
+      r.lost = s.stream_lost;
+      first_shard = false;
+      continue;
+    }
+    std::erase_if(r.lost, [&](const std::string& name) {
+      return std::find(s.stream_lost.begin(), s.stream_lost.end(), name) == s.stream_lost.end();
+    });
+  }
   const int64_t now = monotonic_ns();
   if (r.state == control::StreamState::kRunning) {
     if (stream_state_ != control::StreamState::kRunning) {
@@ -249,7 +262,8 @@ boost::json::object HashServer::stats() const {
                              {"shards", snapshots_.size()},
                              {"imported", imported},
                              {"stream_sent", stream_sent},
-                             {"longest_turn_us", longest_turn_ns / 1000}};
+                             {"longest_turn_us", longest_turn_ns / 1000},
+                             {"filling", filling_ ? 1 : 0}};
 }
 
 control::PurgeReport HashServer::purge_report() const {
@@ -287,6 +301,10 @@ void HashServer::render_metrics(MetricsText& m) const {
           static_cast<double>(sender_->queued()));
   m.gauge("imhash_stream_records_per_second", "records per second the outbound stream delivers",
           static_cast<double>(stream_rate_));
+  m.gauge("imhash_hash_filling",
+          "1 while the other replicas refill this server (it restarted empty): lookups of users it "
+          "does not hold are answered NOT_READY, so another copy is read",
+          filling_ ? 1 : 0);
   for (const auto& s : snapshots_) {
     const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
     m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records),
@@ -349,6 +367,9 @@ void HashServer::render_metrics(MetricsText& m) const {
               static_cast<double>(s.counters.repairs_skipped_deleted), shard);
     m.gauge("imhash_tombstones", "deletes remembered while ids may still be moving",
             static_cast<double>(s.tombstones), shard);
+    m.counter("imhash_hash_not_ready_total",
+              "lookups of users not held, answered NOT_READY while the server was being refilled",
+              static_cast<double>(s.counters.not_ready), shard);
     m.counter("imhash_tombstones_dropped_total",
               "deletes not remembered during a move because the tombstone set was full",
               static_cast<double>(s.counters.tombstones_dropped), shard);
@@ -370,6 +391,15 @@ void HashServer::start_config_link(const std::string& advertised_address) {
   self.address = advertised_address;
   self.shards = config_.shards;
   self.version = table_version_;
+  self.fresh = true;  // memory only: this process started empty
+  // Until the config server says whether the others refill it, a LOOKUP of a user it does not
+  // hold may be of one it held before it restarted (Shard::set_filling: only in a table with
+  // replicas, or before it has any table).
+  if (control_.has_config_server()) {
+    filling_ = true;
+    for (auto& s : shards_) s->set_filling(true);
+  }
+  self.filling = filling_;
   ConfigLink::Callbacks cb;
   cb.on_table = [this](control::TablePush push) {
     if (push.table.version <= table_version_) {
@@ -392,7 +422,17 @@ void HashServer::start_config_link(const std::string& advertised_address) {
   cb.on_stream = [this](control::StreamCommand cmd) {
     spdlog::info("stream {} for table version {} asked for by the config server",
                  control::stream_action_name(cmd.action), cmd.version);
-    for (auto& s : shards_) s->command_stream(cmd.action, cmd.version);
+    for (auto& s : shards_) s->command_stream(cmd.action, cmd.version, cmd.lost);
+  };
+  cb.on_fill = [this](control::FillCommand cmd) {
+    if (cmd.filling != filling_) {
+      spdlog::info(cmd.filling ? "being refilled by the other replicas: a LOOKUP of a user not "
+                                 "held here is answered NOT_READY, so another copy is read"
+                               : "not being refilled: serving every LOOKUP");
+    }
+    filling_ = cmd.filling;
+    control_.config_link()->set_filling(cmd.filling);
+    for (auto& s : shards_) s->set_filling(cmd.filling);
   };
   cb.stats = [this] { return stats(); };
   control_.start_config_link(std::move(self), std::move(cb));

@@ -94,6 +94,7 @@ class HashServer {
   boost::asio::steady_timer sample_timer_;
   std::vector<ShardSnapshot> snapshots_;  // the latest of each shard
   bool purge_reporting_ = false;          // a purge ran since the last report
+  bool filling_ = false;                  // being refilled (control::FillCommand)
   std::unique_ptr<StreamSender> sender_;  // the outbound stream's links
   control::StreamState stream_state_ = control::StreamState::kIdle;  // as last reported
   int64_t stream_started_ns_ = 0;

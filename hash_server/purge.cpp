@@ -28,7 +28,8 @@ bool Purge::doomed(uint64_t id, const RecordStore::Record& r, const Context& ctx
       return ctx.now >= r.last_seen && ctx.now - r.last_seen >= age_seconds_;
     case PurgeAction::kNotOwned:
       if (ctx.router == nullptr) return false;
-      return ctx.self_index < 0 || ctx.router->owner(id) != static_cast<uint32_t>(ctx.self_index);
+      // A replica's copies are owned too (Router::holds).
+      return ctx.self_index < 0 || !ctx.router->holds(id, static_cast<uint32_t>(ctx.self_index));
     default:
       return false;
   }

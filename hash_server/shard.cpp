@@ -111,6 +111,7 @@ void Shard::set_router(std::shared_ptr<const Router> router, std::chrono::millis
     router_ = std::move(router);
     self_index_ = router_ ? router_->table().server_index(server_name_) : -1;
     if (!changed) return;
+    note_table_for_streams();
     // Ids may be moving: remember deletes until every login server has stopped reading the old
     // owners and streams have had time to arrive.
     const uint32_t now = unix_now();
@@ -119,7 +120,7 @@ void Shard::set_router(std::shared_ptr<const Router> router, std::chrono::millis
     tombstone_until_ = std::max(tombstone_until_, now + grace_s + kTombstoneSlackS);
     if (handoff_.running()) {
       // Complete under the newest table: scan again against it.
-      handoff_.start(router_, self_index_, store_, /*fresh=*/false);
+      handoff_.start(router_, self_index_, store_, /*fresh=*/false, stream_history_, stream_lost_);
       if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
       schedule_stream_step();
     } else {
@@ -296,7 +297,8 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
     // user who logs out during a move) asks us on purpose.
     const bool any_owner = q.type != FrameType::kUpsert && (q.flags & kFlagAnyOwner) != 0;
     if (router_ && !any_owner && router_->version() >= q.table_version &&
-        (self_index_ < 0 || router_->owner(q.id) != static_cast<uint32_t>(self_index_))) {
+        (self_index_ < 0 || !router_->holds(q.id, static_cast<uint32_t>(self_index_)) ||
+         stale_replica_write(q))) {
       ++counters_.moved;
       r.status = FrameStatus::kMoved;
       append_response(r, out);
@@ -332,6 +334,12 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
       if (store_.get(q.id, rec)) {
         r.endpoint = rec.endpoint;
         r.age_seconds = now_ >= rec.last_seen ? now_ - rec.last_seen : 0;
+      } else if (filling_ && (!router_ || router_->replicas() > 1) &&
+                 (q.flags & kFlagAnyOwner) == 0) {
+        // Being refilled: the record may still be on its way. A fallback read (any owner) asks
+        // what this server holds, and gets a plain miss.
+        ++counters_.not_ready;
+        r.status = FrameStatus::kNotReady;
       } else {
         r.status = FrameStatus::kNotFound;
       }
@@ -465,6 +473,7 @@ ShardSnapshot Shard::take_snapshot() const {
   s.purge_id = purge_id_;
   s.stream = handoff_.progress();
   s.stream_targets = handoff_.targets();
+  s.stream_lost = handoff_.lost();
   s.tombstones = tombstones_.size();
   s.turns = turns_;
   return s;
@@ -479,10 +488,24 @@ void Shard::snapshot(std::function<void(ShardSnapshot)> done) {
   asio::post(ctx_, [this, done = std::move(done)] { done(take_snapshot()); });
 }
 
-void Shard::command_stream(control::StreamAction action, uint64_t version) {
-  asio::post(ctx_, [this, action, version] {
+void Shard::set_filling(bool filling) {
+  asio::post(ctx_, [this, filling] {
+    IMHASH_ON_OWNER_THREAD(on_shard_thread());
+    filling_ = filling;
+  });
+}
+
+void Shard::command_stream(control::StreamAction action, uint64_t version,
+                           std::vector<std::string> lost) {
+  asio::post(ctx_, [this, action, version, lost = std::move(lost)]() mutable {
     IMHASH_ON_OWNER_THREAD(on_shard_thread());
     if (stopping_) return;
+    if (action == control::StreamAction::kStart) {
+      for (std::string& name : lost) {
+        if (std::find(stream_lost_.begin(), stream_lost_.end(), name) == stream_lost_.end())
+          stream_lost_.push_back(std::move(name));
+      }
+    }
     if (action == control::StreamAction::kCancel) {
       stream_wanted_ = 0;
       if (!handoff_.running()) return;
@@ -506,7 +529,7 @@ void Shard::maybe_start_stream() {
   if (have < stream_wanted_ && router_) return;  // starts when that table arrives
   if (!router_ && stream_wanted_ > 1) return;
   stream_wanted_ = 0;
-  handoff_.start(router_, self_index_, store_, /*fresh=*/true);
+  handoff_.start(router_, self_index_, store_, /*fresh=*/true, stream_history_, stream_lost_);
   if (hooks_.drop_older) hooks_.drop_older(index_, handoff_.generation());
   spdlog::info("shard {}: stream started against table version {} ({} records to examine)", index_,
                have, store_.size());
@@ -543,8 +566,30 @@ void Shard::stream_link_lost() {
   });
 }
 
+void Shard::note_table_for_streams() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  if (!router_) return;
+  const bool first = !had_table_;
+  had_table_ = true;
+  if (first) {
+    // Every record this shard will hold arrives under this table or a later one.
+    if (store_.size() == 0) stream_history_ = {router_};
+    return;
+  }
+  if (stream_history_.empty()) return;  // unknown until a stream completes
+  if (stream_history_.size() >= kMaxStreamHistory) {
+    stream_history_.clear();  // too many changes without a completed stream: send everything
+    return;
+  }
+  stream_history_.push_back(router_);
+}
+
 void Shard::stream_finished() {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  // Complete against its table: every member of each record's set under it has the record.
+  if (handoff_.progress().state == Handoff::State::kDone && handoff_.router_ptr())
+    stream_history_ = {handoff_.router_ptr()};
+  if (handoff_.progress().state == Handoff::State::kDone) stream_lost_.clear();
   spdlog::info("shard {}: stream done: {} records handed to their owners", index_,
                handoff_.progress().acked);
   notify_change();

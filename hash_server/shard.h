@@ -38,6 +38,7 @@ struct ShardCounters {
   uint64_t import_wrong_shard = 0;
   uint64_t repairs_skipped_deleted = 0;  // read repairs of ids deleted during a move
   uint64_t tombstones_dropped = 0;       // deletes not remembered: the tombstone set was full
+  uint64_t not_ready = 0;                // GET misses answered NOT_READY while being refilled
 };
 
 // A copy of a shard's figures, taken on its thread and handed to the control thread.
@@ -52,6 +53,7 @@ struct ShardSnapshot {
   uint64_t purge_id = 0;  // the config server's id of the purge in `purge` (0: none)
   Handoff::Progress stream;
   std::vector<std::pair<std::string, uint64_t>> stream_targets;  // records acked per target
+  std::vector<std::string> stream_lost;  // the servers the stream refills (StreamCommand::lost)
   uint64_t tombstones = 0;
   TurnStats turns;
 };
@@ -107,7 +109,11 @@ class Shard {
   void command_purge(frame::PurgeAction action, uint32_t age_seconds, uint64_t id = 0);
   // Starts the outbound stream once the shard runs table `version` or newer (from the beginning,
   // if one runs), or cancels it.
-  void command_stream(control::StreamAction action, uint64_t version);
+  void command_stream(control::StreamAction action, uint64_t version,
+                      std::vector<std::string> lost = {});
+  // Replicas: while filling, a GET of an id this shard has no record of is answered NOT_READY (in
+  // a table with replicas, or while it has no table at all).
+  void set_filling(bool filling);
   // The stream sender's acknowledgement of a batch (any thread).
   void acknowledged(uint64_t generation, uint16_t records, std::string target, bool link_lost);
   // A link the stream sends over was lost and made again (any thread): send everything again.
@@ -147,6 +153,18 @@ class Shard {
     return !tombstones_.empty() && tombstones_.count(id) != 0;
   }
   void expire_tombstones();
+  // With replicas, a write from a sender whose table is older than ours is answered MOVED even
+  // when we hold the id: the sender fans the write out to the members of the id's set under its
+  // table, and a member our table added would miss it. With one copy the owner check alone
+  // does this (the old owner is not the owner). A sender without a table (version 0: a tool)
+  // is taken at its word.
+  bool stale_replica_write(const frame::Request& q) const {
+    return router_->replicas() > 1 && q.table_version != 0 &&
+           q.table_version < router_->version() &&
+           (q.type == frame::FrameType::kUpsert || q.type == frame::FrameType::kDelete);
+  }
+  // Tables run since the last stream completed (handoff.h, Handoff::start's `history`).
+  void note_table_for_streams();
   void maybe_start_stream();
   void schedule_stream_step();
   void stream_step();
@@ -190,6 +208,16 @@ class Shard {
   uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
   std::shared_ptr<const Router> router_;
   int self_index_ = -1;
+  // The table the last stream completed against (or the first this shard ran, while its store
+  // was empty), then every table run since: what a replica may be assumed to hold (Handoff).
+  // Empty: unknown, a stream sends every record to every member of its set.
+  std::vector<std::shared_ptr<const Router>> stream_history_;
+  // Servers that lost their records (StreamCommand::lost): every stream sends them all they
+  // should hold, until one completes.
+  std::vector<std::string> stream_lost_;
+  bool filling_ = false;  // set_filling
+  static constexpr size_t kMaxStreamHistory = 16;
+  bool had_table_ = false;
   uint32_t now_ = 0;  // Unix seconds, refreshed once per batch
   ShardCounters counters_;
   uint64_t tls_connections_ = 0;

@@ -120,6 +120,14 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     case Request::Stage::kRepair:
       release(index);
       return;
+    case Request::Stage::kReplicaWrite:
+      // No retry: the write's answering copy retries on MOVED, and that sends the copies again.
+      if (response.status == FrameStatus::kMoved) need_table(response.table_version, out);
+      if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound) {
+        ++counters_.replica_write_failures;
+      }
+      release(index);
+      return;
     case Request::Stage::kOldDelete:
       // That old copy is gone (or was never there): the next earlier owner's, then the owner's.
       if (delete_old_copy(index, now_ns, out)) return;
@@ -139,6 +147,12 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     // answer names is fetched for the requests after it.
     need_table(response.table_version, out);
   }
+  // A member that answers but cannot serve (WRONG_SHARD ...) is as good as down: the next one. Not
+  // after NOT_FOUND, which is an answer (the user logged out), nor MOVED, which is a newer table.
+  if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound &&
+      response.status != FrameStatus::kMoved && read_next_member(index, out)) {
+    return;
+  }
   if (response.status == FrameStatus::kNotFound && try_fallback_read(index, now_ns, out)) return;
   if (r->stage == Request::Stage::kFallback && response.status == FrameStatus::kOk) {
     ++counters_.fallback_hits;
@@ -150,7 +164,9 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
 void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!find(token)) return;
-  fail(static_cast<uint32_t>(token), status, now_ns, out);
+  const auto index = static_cast<uint32_t>(token);
+  if (read_next_member(index, out)) return;
+  fail(index, status, now_ns, out);
 }
 
 void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
@@ -160,12 +176,86 @@ void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
     fail(p.index, Status::kTimeout, now_ns, out);
     return true;
   });
+  // Held writes whose member is reachable again go out, in order. A member the table no longer
+  // has will not be back under this identity: its writes are dropped.
+  for (size_t i = 0; i < hint_queues_.size();) {
+    HintQueue& q = hint_queues_[i];
+    const int s = router_ ? router_->table().server_index(q.server) : -1;
+    const ServerInfo* info = s < 0 ? nullptr : &router_->table().servers[static_cast<size_t>(s)];
+    if (!info || info->address != q.address || q.shard >= info->shards) {
+      counters_.hints_dropped += q.hints.size();
+      hint_queues_.erase(hint_queues_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    const size_t before = hint_queues_.size();
+    replay_hints(LinkTarget{info, static_cast<uint32_t>(s), q.shard}, now_ns, out);
+    if (hint_queues_.size() == before) ++i;  // else this queue emptied and was erased
+  }
+}
+
+size_t RequestFlow::hints() const {
+  size_t n = 0;
+  for (const HintQueue& q : hint_queues_) n += q.hints.size();
+  return n;
+}
+
+RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
+  for (HintQueue& q : hint_queues_) {
+    if (q.shard == target.shard && q.server == target.server->name &&
+        q.address == target.server->address) {
+      return &q;
+    }
+  }
+  return nullptr;
+}
+
+void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns) {
+  HintQueue* q = hints_for(target);
+  if (!q) {
+    q = &hint_queues_.emplace_back();
+    q->server = target.server->name;
+    q->address = target.server->address;
+    q->shard = target.shard;
+  }
+  if (q->hints.size() >= kMaxHints) {
+    ++counters_.hints_dropped;
+    return;
+  }
+  q->hints.push_back(
+      Hint{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds, now_ns});
+  ++counters_.hints_queued;
+}
+
+bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out) {
+  if (hint_queues_.empty()) return true;
+  HintQueue* q = hints_for(target);
+  if (!q) return true;
+  while (!q->hints.empty() && links_.can_send(target)) {
+    const Hint h = q->hints.front();
+    q->hints.pop_front();
+    const uint32_t copy = allocate();
+    Request& c = slots_[copy];
+    c.ask.user_id = h.id;
+    c.ask.endpoint = h.endpoint;
+    c.type = h.type;
+    c.stage = Request::Stage::kReplicaWrite;
+    // The record's age as it would be had the write arrived on time.
+    c.age_seconds = h.age_seconds + static_cast<uint32_t>((now_ns - h.held_ns) / 1'000'000'000);
+    ++counters_.hints_replayed;
+    send(copy, target, router_->version(), out);
+  }
+  if (!q->hints.empty()) return false;
+  hint_queues_.erase(hint_queues_.begin() + (q - hint_queues_.data()));
+  return true;
+}
+
+bool RequestFlow::ready(const LinkTarget& target, int64_t now_ns, FlowActions& out) {
+  return links_.can_send(target) && replay_hints(target, now_ns, out);
 }
 
 // ---- the stages ---------------------------------------------------------------------------------
 
-LinkTarget RequestFlow::current_target(uint64_t id) const {
-  const Route route = router_->route(id);
+LinkTarget RequestFlow::member_target(const Route& route) const {
   return LinkTarget{&router_->table().servers[route.server], route.server, route.shard};
 }
 
@@ -194,37 +284,127 @@ void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {
       delete_old_copy(index, now_ns, out)) {
     return;
   }
-  const LinkTarget target = current_target(r.ask.user_id);
-  if (!links_.can_send(target)) {
+  // The first member of the replica set (the owner, unless its link cannot take the frame) answers
+  // the client.
+  const ReplicaSet set = router_->replica_set(r.ask.user_id);
+  uint32_t first = 0;
+  LinkTarget target;
+  for (; first < set.size; ++first) {
+    target = member_target(set.routes[first]);
+    if (ready(target, now_ns, out)) break;
+  }
+  if (first == set.size) {
     // Down, or as many requests in flight as we allow: fail fast rather than queue without bound.
     fail(index, Status::kUnavailable, now_ns, out);
     return;
   }
+  Request& sent = slots_[index];  // ready() may have added slots (held writes sent): `r` moved
+  sent.member = static_cast<uint8_t>(first);
   ++counters_.forwarded;
+  if (first > 0 && sent.type == FrameType::kGet) ++counters_.replica_reads;
   send(index, target, router_->version(), out);
+  if (sent.type != FrameType::kGet) write_replicas(index, set, first, now_ns, out);
 }
 
-bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, int64_t now_ns, LinkTarget& target,
-                                uint64_t& version) const {
+void RequestFlow::write_replicas(uint32_t index, const ReplicaSet& set, uint32_t answering,
+                                 int64_t now_ns, FlowActions& out) {
+  // Every other member gets its own copy, which nobody waits for: the client's answer is the
+  // `answering` member's. A member out of reach, or with writes already held for it, gets it held
+  // (a hint), to be sent in order once its link is back. Copies of old-copy deletes and repairs
+  // (flags set) are not held: they are best effort.
+  for (uint32_t i = 0; i < set.size; ++i) {
+    if (i == answering) continue;
+    const LinkTarget target = member_target(set.routes[i]);
+    if (!ready(target, now_ns, out)) {
+      if (slots_[index].flags == 0) hold(target, slots_[index], now_ns);
+      continue;
+    }
+    const uint32_t copy = allocate();  // may move slots_
+    const Request& r = slots_[index];
+    Request& c = slots_[copy];
+    c.ask = r.ask;
+    c.type = r.type;
+    c.flags = r.flags;
+    c.stage = Request::Stage::kReplicaWrite;
+    ++counters_.replica_writes;
+    send(copy, target, router_->version(), out);
+  }
+}
+
+bool RequestFlow::read_next_member(uint32_t index, FlowActions& out) {
+  // A read the member could not serve is asked again at once at the next member of the replica set
+  // that can be reached. (Should the table have changed meanwhile, the walk goes on from the same
+  // position in the new set, so a read is still sent at most R times per table.)
+  Request& r = slots_[index];
+  if (r.type != FrameType::kGet || r.stage != Request::Stage::kFirst || !router_ ||
+      router_->replicas() == 1) {
+    return false;
+  }
+  const ReplicaSet set = router_->replica_set(r.ask.user_id);
+  for (uint32_t i = r.member + 1u; i < set.size; ++i) {
+    const LinkTarget target = member_target(set.routes[i]);
+    if (!links_.can_send(target)) continue;
+    r.member = static_cast<uint8_t>(i);
+    ++counters_.replica_reads;
+    send(index, target, router_->version(), out);
+    return true;
+  }
+  return false;
+}
+
+bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
+                                LinkTarget& target, uint64_t& version,
+                                const ServerInfo* answered) const {
   if (!routing_) return false;
-  const ServerInfo& owner = router_->owner_info(id);
-  for (; from < routing_->earlier.size(); ++from) {
+  const auto& servers = router_->table().servers;
+  ReplicaSet now_set;  // computed once a table in its grace period needs it
+  for (; from < routing_->earlier.size(); ++from, member = 0) {
     const auto& e = routing_->earlier[from];
     if (now_ns >= e.grace_until_ns) continue;
-    const Route route = e.router->route(id);
-    const ServerInfo& then = e.router->table().servers[route.server];
-    if (then.name == owner.name && then.address == owner.address) continue;
-    // The worker keeps one set of links per server (name, address, shards): a server the current
-    // table still has under the same identity is reached through its current links.
-    const int i = router_->table().server_index(then.name);
-    const ServerInfo* now = i < 0 ? nullptr : &router_->table().servers[static_cast<size_t>(i)];
-    const bool current = now && now->address == then.address && now->shards == then.shards;
-    target = LinkTarget{&then, current ? static_cast<uint32_t>(i) : LinkTarget::kNotCurrent,
-                        route.shard};
-    if (!links_.can_send(target)) continue;  // unreachable: nothing to read or delete there now
-    version = e.router->version();
-    ++from;
-    return true;
+    if (now_set.size == 0) now_set = router_->replica_set(id);
+    const ReplicaSet then_set = e.router->replica_set(id);
+    const auto same = [](const ServerInfo& a, const ServerInfo& b) {
+      return a.name == b.name && a.address == b.address;
+    };
+    if (answered) {
+      // The same set then as now: nothing was moved, every member has had every write.
+      bool unchanged = then_set.size == now_set.size;
+      for (uint32_t k = 0; unchanged && k < then_set.size; ++k) {
+        bool found = false;
+        for (uint32_t j = 0; j < now_set.size; ++j) {
+          found = found || same(e.router->table().servers[then_set.routes[k].server],
+                                servers[now_set.routes[j].server]);
+        }
+        unchanged = found;
+      }
+      if (unchanged) continue;
+    }
+    for (; member < then_set.size; ++member) {
+      const Route route = then_set.routes[member];
+      const ServerInfo& then = e.router->table().servers[route.server];
+      if (answered) {
+        // A read asks every other member of the earlier set, current ones too: after a
+        // failover the new owner has not been streamed the id yet, and its old replica has it.
+        if (same(then, *answered)) continue;
+      } else {
+        // A delete: a server that holds the id now as well gets the current members' delete.
+        bool holds_now = false;
+        for (uint32_t k = 0; k < now_set.size; ++k)
+          holds_now = holds_now || same(servers[now_set.routes[k].server], then);
+        if (holds_now) continue;
+      }
+      // The worker keeps one set of links per server (name, address, shards): a server the current
+      // table still has under the same identity is reached through its current links.
+      const int i = router_->table().server_index(then.name);
+      const ServerInfo* now = i < 0 ? nullptr : &servers[static_cast<size_t>(i)];
+      const bool current = now && now->address == then.address && now->shards == then.shards;
+      target = LinkTarget{&then, current ? static_cast<uint32_t>(i) : LinkTarget::kNotCurrent,
+                          route.shard};
+      if (!links_.can_send(target)) continue;  // unreachable: nothing to read or delete there now
+      version = e.router->version();
+      ++member;
+      return true;
+    }
   }
   return false;
 }
@@ -233,7 +413,9 @@ bool RequestFlow::delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& o
   Request& r = slots_[index];
   LinkTarget target;
   uint64_t version = 0;
-  if (!earlier_owner(r.ask.user_id, r.earlier, now_ns, target, version)) return false;
+  if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version)) {
+    return false;
+  }
   r.stage = Request::Stage::kOldDelete;
   r.flags = frame::kFlagAnyOwner;
   send(index, target, version, out);
@@ -244,10 +426,16 @@ bool RequestFlow::try_fallback_read(uint32_t index, int64_t now_ns, FlowActions&
   // During the grace period a lookup that misses at the new owner is retried at the owner under
   // the previous table(s): a user who logged in before the move is never missing.
   Request& r = slots_[index];
-  if (r.type != FrameType::kGet) return false;
+  if (r.type != FrameType::kGet || !router_ || !routing_ || routing_->earlier.empty()) return false;
   LinkTarget target;
   uint64_t version = 0;
-  if (!earlier_owner(r.ask.user_id, r.earlier, now_ns, target, version)) return false;
+  const ReplicaSet set = router_->replica_set(r.ask.user_id);
+  const ServerInfo& answered =
+      router_->table().servers[set.routes[std::min<uint32_t>(r.member, set.size - 1)].server];
+  if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version,
+                     &answered)) {
+    return false;
+  }
   ++counters_.fallback_reads;
   r.stage = Request::Stage::kFallback;
   r.flags = frame::kFlagAnyOwner;
@@ -257,20 +445,24 @@ bool RequestFlow::try_fallback_read(uint32_t index, int64_t now_ns, FlowActions&
 
 void RequestFlow::read_repair(const Request& found_for, const frame::Response& found,
                               FlowActions& out) {
-  // Copy the record to its owner, keeping its age, unless the user wrote there meanwhile.
-  const LinkTarget target = current_target(found_for.ask.user_id);
-  if (!links_.can_send(target)) return;  // best effort: the next heartbeat writes it anyway
-  const ClientAsk ask = found_for.ask;
-  const uint32_t index = allocate();  // may move slots_: `found_for` is not used after this
-  Request& r = slots_[index];
-  r.ask = ask;
-  r.ask.endpoint = found.endpoint;
-  r.type = FrameType::kUpsert;
-  r.stage = Request::Stage::kRepair;
-  r.flags = frame::kFlagIfAbsent;
-  r.age_seconds = found.age_seconds;
-  ++counters_.read_repairs;
-  send(index, target, router_->version(), out);
+  // Copy the record to its owner and replicas, keeping its age, unless the user wrote there
+  // meanwhile.
+  const ClientAsk ask = found_for.ask;  // allocate() may move slots_: `found_for` is not used below
+  const ReplicaSet set = router_->replica_set(ask.user_id);
+  for (uint32_t i = 0; i < set.size; ++i) {
+    const LinkTarget target = member_target(set.routes[i]);
+    if (!links_.can_send(target)) continue;  // best effort: the next heartbeat writes it anyway
+    const uint32_t index = allocate();
+    Request& r = slots_[index];
+    r.ask = ask;
+    r.ask.endpoint = found.endpoint;
+    r.type = FrameType::kUpsert;
+    r.stage = Request::Stage::kRepair;
+    r.flags = frame::kFlagIfAbsent;
+    r.age_seconds = found.age_seconds;
+    ++counters_.read_repairs;
+    send(index, target, router_->version(), out);
+  }
 }
 
 void RequestFlow::on_moved(uint32_t index, uint64_t their_version, int64_t now_ns,
@@ -284,6 +476,7 @@ void RequestFlow::on_moved(uint32_t index, uint64_t their_version, int64_t now_n
   r.retried = true;
   r.stage = Request::Stage::kFirst;
   r.earlier = 0;
+  r.earlier_member = 0;
   r.flags = 0;
   if (version() >= their_version) {
     forward(index, now_ns, out);
@@ -326,6 +519,11 @@ void RequestFlow::reply_answer(uint32_t index, const frame::Response& response, 
 void RequestFlow::fail(uint32_t index, Status status, int64_t now_ns, FlowActions& out) {
   const Request& r = slots_[index];
   if (r.stage == Request::Stage::kRepair) {  // nobody waits for a repair
+    release(index);
+    return;
+  }
+  if (r.stage == Request::Stage::kReplicaWrite) {  // nor for a replica's copy
+    ++counters_.replica_write_failures;
     release(index);
     return;
   }

@@ -1,9 +1,15 @@
 // RequestFlow: the life of every client request in a login worker, from its datagram to its reply
 // (docs/design.md, "The request flow"). It decides which hash server shard each request goes to
 // under the current table, what each answer means — MOVED: retry once under a newer table, parked
-// until it arrives; NOT_FOUND during a grace period: a fallback read at an earlier owner, and a read
-// repair when that finds the user; LOGOUT during a grace period: delete the old copies first — and
-// which reply the client gets.
+// until it arrives; NOT_FOUND during a grace period: a fallback read at an earlier owner, and a
+// read repair when that finds the user; LOGOUT during a grace period: delete the old copies first —
+// and which reply the client gets.
+//
+// With replicas (Router::replicas() > 1) an id has a replica set, owner first. A write goes to
+// every member whose link can take it: the first such member's answer is the reply, the others get
+// copies nobody waits for. A read goes to the first member that can take it, and on to the next one
+// when that member fails or answers neither OK, NOT_FOUND nor MOVED. Earlier owners are the members
+// of the earlier tables' sets that are not in the current one.
 //
 // It owns no socket, no clock and no lock: the worker feeds it datagrams, hash server answers,
 // link failures and the time, and carries out the actions it returns (send this frame on that
@@ -15,8 +21,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/frame_protocol.h"
@@ -95,45 +103,71 @@ class RequestFlow {
   void on_datagram(std::span<const uint8_t> datagram, const ClientAddr& from, int64_t now_ns,
                    uint32_t unix_now, FlowActions& out);
   // The answer to the frame sent under `token`.
-  void on_answer(uint64_t token, const frame::Response& response, int64_t now_ns,
-                 FlowActions& out);
+  void on_answer(uint64_t token, const frame::Response& response, int64_t now_ns, FlowActions& out);
   // The frame sent under `token` got no answer: TIMEOUT (its deadline passed) or UNAVAILABLE (the
   // link went down or closed).
   void on_failure(uint64_t token, client::Status status, int64_t now_ns, FlowActions& out);
-  // Answers TIMEOUT to parked requests whose wait is over.
+  // Answers TIMEOUT to parked requests whose wait is over, and sends the writes held for
+  // replicas whose links are back.
   void tick(int64_t now_ns, FlowActions& out);
+  // Writes held for replicas out of reach (hints), over all of them.
+  size_t hints() const;
 
   // Requests not answered yet (on links or parked): a stopping worker waits for 0.
   size_t active() const { return used_; }
   size_t parked() const { return parked_.size(); }
 
  private:
-  // A client request (or a read repair) between its datagram and its reply.
+  // A client request (or a read repair, or a write's copy to a replica) between its datagram and
+  // its reply.
   struct Request {
     enum class Stage : uint8_t {
-      kFirst,      // sent under the current table
-      kFallback,   // a LOOKUP missed at the owner: asking the owner under an earlier table
-      kRepair,     // copying a record a fallback read found to its owner (nobody waits for it)
-      kOldDelete,  // LOGOUT during a grace period: deleting the copy at an earlier owner first,
-                   // so no fallback read finds the user once the client is told it logged out
-      kNewDelete,  // ... then at the owner (as kFirst, without repeating the step above)
+      kFirst,         // sent under the current table
+      kFallback,      // a LOOKUP missed at the owner: asking the owner under an earlier table
+      kRepair,        // copying a record a fallback read found to its owner or a replica (nobody
+                      // waits for it)
+      kOldDelete,     // LOGOUT during a grace period: deleting the copy at an earlier owner first,
+                      // so no fallback read finds the user once the client is told it logged out
+      kNewDelete,     // ... then at the owner (as kFirst, without repeating the step above)
+      kReplicaWrite,  // a write's copy to another member of the replica set (nobody waits for it)
     };
     ClientAsk ask{};
     ClientAddr client{};
     frame::FrameType type = frame::FrameType::kPing;
     Stage stage = Stage::kFirst;
-    bool retried = false;     // re-sent once after MOVED, under a newer table
-    uint8_t flags = 0;        // frame flags (kFlagAnyOwner, kFlagIfAbsent)
-    uint8_t earlier = 0;      // kFallback/kOldDelete: the next earlier table to consult
-    uint32_t age_seconds = 0;     // kRepair: the age of the record copied
-    int64_t received_ns = 0;      // for the latency histogram (0: a repair)
-    uint32_t generation = 0;      // of the slot, so a stale token finds nothing
+    bool retried = false;        // re-sent once after MOVED, under a newer table
+    uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
+    uint8_t earlier = 0;         // kFallback/kOldDelete: the next earlier table to consult
+    uint8_t earlier_member = 0;  // ... and the next member of its replica set
+    uint8_t member = 0;          // kFirst/kNewDelete: the member of the current set it went to
+    uint32_t age_seconds = 0;    // kRepair: the age of the record copied
+    int64_t received_ns = 0;     // for the latency histogram (0: a repair)
+    uint32_t generation = 0;     // of the slot, so a stale token finds nothing
     bool live = false;
   };
   struct Parked {
     uint32_t index;
     int64_t until_ns;
   };
+  // Hinted hand-off: a write for a member whose link cannot take it is held here, and every later
+  // write for that member queues behind it, until the link is back; then they go in order before
+  // anything else is sent to it (tick, forward). So a member that was out of reach for a while (a
+  // link that broke, a server that restarted empty and is being refilled) misses no write, and a
+  // held LOGOUT reaches it before any later read does. At most kMaxHints per member; beyond that a
+  // write is dropped and counted.
+  struct Hint {
+    frame::FrameType type = frame::FrameType::kUpsert;
+    uint64_t id = 0;
+    Endpoint endpoint{};
+    uint32_t age_seconds = 0;  // of the write when it was held
+    int64_t held_ns = 0;
+  };
+  struct HintQueue {
+    std::string server, address;  // the member's identity (its table index may change)
+    uint32_t shard = 0;
+    std::deque<Hint> hints;
+  };
+  static constexpr size_t kMaxHints = 65536;
 
   uint32_t allocate();
   void release(uint32_t index);
@@ -142,12 +176,26 @@ class RequestFlow {
 
   void forward(uint32_t index, int64_t now_ns, FlowActions& out);
   void send(uint32_t index, const LinkTarget& target, uint64_t table_version, FlowActions& out);
-  // During grace periods: the owner of `id` under an earlier table (from index `from` on, newest
-  // first) that differs from its owner now and can be reached; advances `from` past it.
-  bool earlier_owner(uint64_t id, uint8_t& from, int64_t now_ns, LinkTarget& target,
-                     uint64_t& version) const;
+  // During grace periods: a member of `id`'s replica set under an earlier table (from table
+  // `from`, member `member` on, newest table first) that can be reached; advances the cursor past
+  // it. For a delete (`answered` null): one not in the id's set now (those get the delete
+  // anyway). For a read that current member `answered` missed: one other than it, current or
+  // not, under an earlier table whose set for the id differs from today's.
+  bool earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
+                     LinkTarget& target, uint64_t& version,
+                     const ServerInfo* answered = nullptr) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
   bool try_fallback_read(uint32_t index, int64_t now_ns, FlowActions& out);
+  void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, int64_t now_ns,
+                      FlowActions& out);
+  // The member's queue of held writes, or null.
+  HintQueue* hints_for(const LinkTarget& target);
+  void hold(const LinkTarget& target, const Request& write, int64_t now_ns);
+  // Sends the target's held writes while its link takes them; true when none is left.
+  bool replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out);
+  // A member a frame may go to now: its link takes frames and nothing is held for it.
+  bool ready(const LinkTarget& target, int64_t now_ns, FlowActions& out);
+  bool read_next_member(uint32_t index, FlowActions& out);
   void read_repair(const Request& found_for, const frame::Response& found, FlowActions& out);
   void need_table(uint64_t their_version, FlowActions& out) const;
   void on_moved(uint32_t index, uint64_t their_version, int64_t now_ns, FlowActions& out);
@@ -155,7 +203,7 @@ class RequestFlow {
                     FlowActions& out);
   void fail(uint32_t index, client::Status status, int64_t now_ns, FlowActions& out);
   FlowAction& reply_action(const ClientAddr& to, client::Status status, FlowActions& out);
-  LinkTarget current_target(uint64_t id) const;
+  LinkTarget member_target(const Route& route) const;
 
   const FlowSettings& settings_;
   const LinkView& links_;
@@ -163,14 +211,15 @@ class RequestFlow {
   ThreadCheck thread_;
 
   std::shared_ptr<const RoutingState> routing_;
-  const Router* router_ = nullptr;  // routing_->current
+  const Router* router_ = nullptr;       // routing_->current
   std::unique_ptr<TokenMac> token_mac_;  // keyed once; null: authentication off
   RateLimiter limiter_;
 
-  std::vector<Request> slots_;   // grows to the most requests ever in flight at once
-  std::vector<uint32_t> free_;   // free slot indexes
+  std::vector<Request> slots_;  // grows to the most requests ever in flight at once
+  std::vector<uint32_t> free_;  // free slot indexes
   size_t used_ = 0;
-  std::vector<Parked> parked_;   // MOVED, waiting (bounded in time) for a newer table
+  std::vector<Parked> parked_;          // MOVED, waiting (bounded in time) for a newer table
+  std::vector<HintQueue> hint_queues_;  // members with held writes (few: those out of reach)
 };
 
 }  // namespace imhash

@@ -12,7 +12,7 @@
 //   - a rejected request (400, 404, 405, 413) never reaches the backend; a 200 reached it exactly
 //     once (GET /healthz: not at all); 405 and 404 agree with admin_allowed_methods;
 //   - what does reach the backend is valid: lo <= hi, valid and distinct server names, counts in
-//     range, an age exactly for "older_than" purges, history limits 1..1000.
+//     range (replicas 1..3 too), an age exactly for "older_than" purges, history limits 1..1000.
 #include <boost/json.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -57,6 +57,10 @@ class CheckingBackend : public imhash::AdminBackend {
   AdminResult set_mode(imhash::RoutingMode mode, std::optional<imhash::ModuloHash> hash) override {
     if (hash && mode != imhash::RoutingMode::kModulo) violated("modulo_hash outside modulo mode");
     return called("set_mode");
+  }
+  AdminResult set_replicas(uint32_t replicas) override {
+    if (replicas < 1 || replicas > imhash::kMaxReplicas) violated("replicas");
+    return called("set_replicas");
   }
   AdminResult add_servers(const std::vector<imhash::ServerSpec>& specs) override {
     if (specs.empty() || specs.size() > imhash::kMaxServers) violated("server count");

@@ -6,10 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "common/frame_protocol.h"
+#include "common/router.h"
+#include "common/table_json.h"
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
+#include "tests/integration/log_file.h"
 #include "tests/integration/tcp_proxy.h"
 #include "tests/integration/udp_client.h"
 #include "tests/wait_until.h"
@@ -214,4 +218,108 @@ TEST_CASE("config_server: login servers started without --name register under di
                                    "login-" + short_host + suffix(port_b)};
   std::sort(want.begin(), want.end());
   CHECK(names == want);
+}
+
+TEST_CASE("config_server: imctl replicas 2 commits a version, and where names both copies") {
+  ConfigCluster c;
+  c.start_config();
+  for (int i = 1; i <= 3; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);  // version 1
+  REQUIRE(c.wait_converged(1, 3));
+  const json::value before = c.imctl_json({"where", "42"});
+  CHECK(before.at("replicas").as_array().empty());
+
+  const ImctlResult set = c.imctl({"replicas", "2"});
+  CHECK(set.exit_code == 0);
+  CHECK(set.out == "table version 2: replicas 2\n");
+  // A version like any other change: written, in the history, pushed to every node.
+  const json::value table = c.imctl_json({"table"});
+  CHECK(table.at("version").to_number<uint64_t>() == 2);
+  CHECK(table.at("replicas").to_number<uint64_t>() == 2);
+  CHECK(c.imctl_json({"history", "--limit", "1"}).at("versions").at(0).at("change").as_string() ==
+        "replicas 2");
+  CHECK(c.imctl_json({"status"}).at("replicas").to_number<uint64_t>() == 2);
+  CHECK(c.imctl({"table"}).out.starts_with("table version 2, mode range, replicas 2\n"));
+  CHECK(c.wait_converged(2, 3));
+
+  // where: the owner as before, then one replica on another server, as the router says.
+  const json::value where = c.imctl_json({"where", "42"});
+  CHECK(where.at("version").to_number<uint64_t>() == 2);
+  CHECK(where.at("server") == before.at("server"));  // the owner does not move
+  const json::array& replicas = where.at("replicas").as_array();
+  REQUIRE(replicas.size() == 1);
+  CHECK(replicas[0].at("server") != where.at("server"));
+  TableResult parsed = parse_table_json(json::serialize(table));
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error);
+  const auto router = Router::compile(*parsed.table);
+  const ReplicaSet expected = router->replica_set(42);
+  REQUIRE(expected.size == 2);
+  const ServerInfo& replica = parsed.table->servers[expected.routes[1].server];
+  CHECK(replicas[0].at("server").as_string() == replica.name);
+  CHECK(replicas[0].at("address").as_string() == replica.address);
+  CHECK(replicas[0].at("shard").to_number<uint32_t>() == expected.routes[1].shard);
+  const std::string text = c.imctl({"where", "42"}).out;
+  CHECK(text.starts_with("id 42 (table version 2), 2 copies:\n"));
+  CHECK(text.find("primary  " + std::string(where.at("server").as_string())) != std::string::npos);
+  CHECK(text.find("replica  " + replica.name) != std::string::npos);
+
+  // The same number again is refused, and so is a bad one (before it reaches the server).
+  ImctlResult again = c.imctl({"--json", "replicas", "2"});
+  CHECK(again.exit_code == 1);
+  CHECK(again.out.find("the table already keeps 2 copies of each record") != std::string::npos);
+  CHECK(c.imctl({"replicas", "4"}).exit_code == 64);
+  CHECK(c.version() == 2);
+
+  // Three copies on three servers: none may leave until replicas is lowered.
+  REQUIRE(c.imctl({"replicas", "3"}).exit_code == 0);  // version 3
+  ImctlResult remove = c.imctl({"--json", "server", "remove", "hash3"});
+  CHECK(remove.exit_code == 1);
+  CHECK(remove.out.find("cannot remove server hash3: the table keeps 3 copies of each record and "
+                        "would have only 2 servers: lower replicas first (imctl replicas 2)") !=
+        std::string::npos);
+  CHECK(c.version() == 3);
+  REQUIRE(c.imctl({"replicas", "2"}).exit_code == 0);  // version 4
+  CHECK(c.imctl({"server", "remove", "hash3"}).exit_code == 0);
+  CHECK(c.version() == 5);
+}
+
+TEST_CASE("config_server: failover keeps a DOWN server that a copy of each record needs") {
+  ConfigCluster c(ConfigClusterOptions{.failover = "auto"});
+  c.start_config();
+  for (int i = 1; i <= 2; ++i) c.start_hash(i);
+  REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);  // version 1
+  REQUIRE(c.imctl({"replicas", "2"}).exit_code == 0);                    // version 2
+  REQUIRE(c.wait_converged(2, 2));
+  // The config server's log is shared with the other tests (and earlier runs): only what is
+  // written from here on counts.
+  const std::string log = "config_server.stderr.log";
+  const size_t log_start = file_text(log).size();
+  const auto logged_since = [&] {
+    const std::string all = file_text(log);
+    return all.size() > log_start ? all.substr(log_start) : std::string();
+  };
+  c.kill_hash(2);
+  const auto hash2_down = [&] {
+    const json::value status = c.imctl_json({"status"});
+    for (const auto& n : status.at("nodes").as_array()) {
+      if (n.at("name").as_string() == "hash2") return n.at("state").as_string() == "down";
+    }
+    return false;
+  };
+  REQUIRE(wait_until(hash2_down, kPatience, kPollInterval));
+  const std::string warning =
+      "failover: hash2 is DOWN but stays in the table: the table keeps 2 copies of each record and "
+      "would have only 1 server: lower replicas first (imctl replicas 1), then remove it (imctl "
+      "server remove hash2)";
+  CHECK(wait_until([&] { return logged_since().find(warning) != std::string::npos; }));
+  // Said once, not at every heartbeat interval it stays DOWN.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string since = logged_since();
+  CHECK(since.find(warning) == since.rfind(warning));
+  CHECK(c.version() == 2);
+  CHECK(c.imctl_json({"servers"}).at("servers").as_array().size() == 2);
+  // What the warning says to do works.
+  REQUIRE(c.imctl({"replicas", "1"}).exit_code == 0);
+  CHECK(c.imctl({"server", "remove", "hash2"}).exit_code == 0);
+  CHECK(c.version() == 4);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/integration/config_cluster.h"
+#include "tests/integration/sim_runs.h"
 #include "tests/integration/udp_client.h"
 #include "tests/wait_until.h"
 
@@ -26,43 +27,6 @@ constexpr auto kMovePatience = std::chrono::seconds(120);
 
 // The first id of the second third of the id space: where range mode's even split puts hash2.
 constexpr uint64_t kHash2First = 6148914691236517205ULL;
-
-json::object run_sim(ChildProcess& sim) {
-  const std::string out = sim.read_all(std::chrono::seconds(240));
-  const auto at = out.find('{');
-  REQUIRE(at != std::string::npos);
-  return json::parse(out.substr(at)).as_object();
-}
-
-uint64_t number(const json::object& o, std::string_view key) {
-  return o.at(key).to_number<uint64_t>();
-}
-
-// `users` users from `first` log in once each (a storm, verified), then stay silent.
-void log_in(uint16_t udp, uint64_t first, uint64_t users) {
-  ChildProcess sim(IMHASH_UDP_SIM, {"--target", "127.0.0.1:" + std::to_string(udp), "--users",
-                                    std::to_string(users), "--first-user", std::to_string(first),
-                                    "--storm", "--verify", "--timeout-ms", "1000", "--duration",
-                                    "200", "--json", "--log-level", "warn"});
-  const json::object s = run_sim(sim);
-  REQUIRE(s.at("verify").as_object().at("result").as_string() == "pass");
-  REQUIRE(number(s.at("status").as_object(), "OK") == 2 * users);  // LOGIN and LOOKUP each
-  REQUIRE(sim.stop(0) == 0);
-}
-
-// Every one of those users is looked up once, without logging in: how many were found with the
-// endpoint they registered.
-uint64_t found(uint16_t udp, uint64_t first, uint64_t users) {
-  ChildProcess sim(IMHASH_UDP_SIM, {"--target", "127.0.0.1:" + std::to_string(udp), "--users",
-                                    std::to_string(users), "--first-user", std::to_string(first),
-                                    "--storm", "--lookup-only", "--verify", "--timeout-ms", "1000",
-                                    "--duration", "200", "--json", "--log-level", "warn"});
-  const json::object s = run_sim(sim);
-  sim.stop(0);
-  const json::object& v = s.at("verify").as_object();
-  if (number(v, "verify_failed") != 0) MESSAGE(json::serialize(v));
-  return number(v, "verified_ok");
-}
 
 }  // namespace
 

@@ -53,6 +53,9 @@ class FakeBackend : public AdminBackend {
     return record(std::string("set_mode ") + to_string(mode) + " " +
                   (hash ? to_string(*hash) : "-"));
   }
+  AdminResult set_replicas(uint32_t replicas) override {
+    return record("set_replicas " + std::to_string(replicas));
+  }
   AdminResult add_servers(const std::vector<ServerSpec>& servers) override {
     std::string line = "add_servers";
     for (const ServerSpec& s : servers) {
@@ -251,6 +254,28 @@ TEST_CASE("admin_http: POST /v1/mode") {
         R"("modulo_hash" applies to mode "modulo" only, not "ring")");
   CHECK(post_bad("/v1/mode", R"({"mode": "ring", "moduloHash": "mix"})") ==
         R"(unknown key "moduloHash" (expected mode, modulo_hash))");
+}
+
+TEST_CASE("admin_http: POST /v1/replicas") {
+  CHECK(post_ok("/v1/replicas", R"({"replicas": 2})") == "set_replicas 2");
+  CHECK(post_ok("/v1/replicas", R"({"replicas": 1})") == "set_replicas 1");
+  CHECK(post_ok("/v1/replicas", R"({"replicas": 3})") == "set_replicas 3");
+  CHECK(post_bad("/v1/replicas", R"({"replicas": 0})") ==
+        R"("replicas" must be an integer between 1 and 3 (got 0))");
+  CHECK(post_bad("/v1/replicas", R"({"replicas": 4})") ==
+        R"("replicas" must be an integer between 1 and 3 (got 4))");
+  CHECK(post_bad("/v1/replicas", R"({"replicas": "2"})") ==
+        R"("replicas" must be an integer between 1 and 3, not a string)");
+  CHECK(post_bad("/v1/replicas", R"({"replicas": 2.0})")
+            .starts_with(R"("replicas" must be an integer between 1 and 3)"));
+  CHECK(post_bad("/v1/replicas", R"({})") == R"("replicas" is missing)");
+  CHECK(post_bad("/v1/replicas", R"({"replicas": 2, "copies": 2})") ==
+        R"(unknown key "copies" (expected replicas))");
+  CHECK(post_bad("/v1/replicas", "") ==
+        "the request body is empty; this endpoint takes a JSON object");
+  FakeBackend b;
+  CHECK(call(b, verb::get, "/v1/replicas").status == 405);
+  CHECK(admin_allowed_methods("/v1/replicas") == "POST");
 }
 
 TEST_CASE("admin_http: POST /v1/servers/set changes a server's address or weight") {

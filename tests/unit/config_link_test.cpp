@@ -184,7 +184,8 @@ struct Harness {
 };
 
 control::Register hash_self() {
-  return control::Register{control::Role::kHash, "hash1", "127.0.0.1:7001", 4, 0, 4242};
+  return control::Register{
+      control::Role::kHash, "hash1", "127.0.0.1:7001", 4, 0, 4242, false, false};
 }
 
 ConfigLinkSettings fast() {
@@ -320,9 +321,10 @@ TEST_CASE("config_link: keeps retrying while the config server is down, connects
   std::vector<bool> states;
   ConfigLink::Callbacks cb;
   cb.on_state = [&](bool up) { states.push_back(up); };
-  link.emplace(h.ctx, "127.0.0.1:" + std::to_string(port),
-               control::Register{control::Role::kLogin, "login-a", "127.0.0.1:9000", 0, 3, 1}, cb,
-               fast());
+  link.emplace(
+      h.ctx, "127.0.0.1:" + std::to_string(port),
+      control::Register{control::Role::kLogin, "login-a", "127.0.0.1:9000", 0, 3, 1, false, false},
+      cb, fast());
   h.on_failure = [&] {
     if (link) link->stop();
   };

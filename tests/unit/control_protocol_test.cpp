@@ -31,8 +31,8 @@ Table range_table(uint64_t version) {
 
 std::vector<Message> samples() {
   std::vector<Message> v;
-  v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 12, 4242});
-  v.push_back(Register{Role::kLogin, "login-a", "[::1]:9000", 0, 0, 1});
+  v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 12, 4242, false, false});
+  v.push_back(Register{Role::kLogin, "login-a", "[::1]:9000", 0, 0, 1, false, false});
   v.push_back(Register{Role::kLogin, "\xc3\xa9t\xc3\xa9 \"q\" \\", "", 0, ~0ULL, ~0ULL});
   v.push_back(Heartbeat{
       7, boost::json::object{{"records", 1000}, {"big", ~0ULL}, {"negative", -5}, {"ratio", 0.5}}});
@@ -62,8 +62,8 @@ std::vector<Message> samples() {
   v.push_back(PurgeCommand{frame::PurgeAction::kOlderThan, 60, ~0ULL});
   v.push_back(StreamReport{});
   for (auto state : kStreamStates) {
-    v.push_back(
-        StreamReport{9, state, 512, 1024, 300, 12000, 4500, 2, {{"hash2", 200}, {"hash3", 100}}});
+    v.push_back(StreamReport{
+        9, state, 512, 1024, 300, 12000, 4500, 2, {{"hash2", 200}, {"hash3", 100}}, {}});
   }
   v.push_back(StreamReport{~0ULL,
                            StreamState::kDone,
@@ -73,10 +73,18 @@ std::vector<Message> samples() {
                            ~0ULL,
                            ~0ULL,
                            ~0ULL,
-                           {{"\xc3\xa9t\xc3\xa9 \"q\"", ~0ULL}}});
-  v.push_back(StreamCommand{StreamAction::kStart, 7});
-  v.push_back(StreamCommand{StreamAction::kCancel, 0});
-  v.push_back(StreamCommand{StreamAction::kStart, ~0ULL});
+                           {{"\xc3\xa9t\xc3\xa9 \"q\"", ~0ULL}},
+                           {}});
+  v.push_back(StreamCommand{StreamAction::kStart, 7, {}});
+  v.push_back(StreamCommand{StreamAction::kCancel, 0, {}});
+  v.push_back(StreamCommand{StreamAction::kStart, ~0ULL, {}});
+  // Replicas (issue 14): refills.
+  v.push_back(StreamCommand{StreamAction::kStart, 8, {"hash2", "hash3"}});
+  v.push_back(StreamReport{8, StreamState::kDone, 1, 1, 1, 0, 0, 0, {{"hash2", 1}}, {"hash2"}});
+  v.push_back(FillCommand{true});
+  v.push_back(FillCommand{false});
+  v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99, true, false});
+  v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99, false, true});
   v.push_back(Refused{"address 0.0.0.0:7001 is unspecified \"quoted\""});
   v.push_back(Refused{""});
   return v;
@@ -136,16 +144,16 @@ TEST_CASE("control_protocol: golden bytes") {
   CHECK(ack == frame_of(body));
   CHECK(ack[3] == body.size());
 
-  const auto reg = encode(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99});
+  const auto reg = encode(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99, false, false});
   CHECK(reg == frame_of(R"({"type":"register","role":"hash","name":"hash1",)"
                         R"("address":"127.0.0.1:7001","shards":4,"version":2,"pid":99})"));
   const auto purge = encode(PurgeCommand{frame::PurgeAction::kOlderThan, 60});
   CHECK(purge == frame_of(R"({"type":"purge","action":"older_than","age_s":60,"id":0})"));
   CHECK(encode(PurgeCommand{frame::PurgeAction::kAll, 0, 42}) ==
         frame_of(R"({"type":"purge","action":"all","age_s":0,"id":42})"));
-  CHECK(encode(StreamCommand{StreamAction::kCancel, 3}) ==
+  CHECK(encode(StreamCommand{StreamAction::kCancel, 3, {}}) ==
         frame_of(R"({"type":"stream","action":"cancel","version":3})"));
-  CHECK(encode(StreamReport{4, StreamState::kRunning, 1, 2, 3, 4, 5, 6, {{"h", 7}}}) ==
+  CHECK(encode(StreamReport{4, StreamState::kRunning, 1, 2, 3, 4, 5, 6, {{"h", 7}}, {}}) ==
         frame_of(R"({"version":4,"state":"running","scanned":1,"total":2,"sent":3,"rate":4,)"
                  R"("eta_ms":5,"restarts":6,"targets":[{"name":"h","records":7}],)"
                  R"("type":"stream_report"})"));
@@ -211,17 +219,39 @@ TEST_CASE("control_protocol: purge ids are optional, for nodes that do not know 
 TEST_CASE("control_protocol: stream messages written by hand decode") {
   auto d = decode_json(R"({"type":"stream","action":"start","version":12,"future":1})");
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
-  CHECK(d.message == Message(StreamCommand{StreamAction::kStart, 12}));
+  CHECK(d.message == Message(StreamCommand{StreamAction::kStart, 12, {}}));
   d = decode_json(R"({"type":"stream_report","version":3,"state":"done","scanned":10,)"
                   R"("total":10,"sent":4,"rate":0,"eta_ms":0,"restarts":0,"targets":[],"x":[]})");
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
-  CHECK(d.message == Message(StreamReport{3, StreamState::kDone, 10, 10, 4, 0, 0, 0, {}}));
+  CHECK(d.message == Message(StreamReport{3, StreamState::kDone, 10, 10, 4, 0, 0, 0, {}, {}}));
   // stream_report_json is the report without "type", as the admin API shows it.
-  const boost::json::object o =
-      stream_report_json(StreamReport{3, StreamState::kCancelled, 1, 2, 3, 4, 5, 6, {{"h", 1}}});
+  const boost::json::object o = stream_report_json(
+      StreamReport{3, StreamState::kCancelled, 1, 2, 3, 4, 5, 6, {{"h", 1}}, {}});
   CHECK_FALSE(o.contains("type"));
   CHECK(o.at("state").as_string() == "cancelled");
   CHECK(o.at("targets").as_array().at(0).as_object().at("records").to_number<uint64_t>() == 1);
+}
+
+TEST_CASE("control_protocol: refill members written by hand decode, and are optional") {
+  auto d = decode_json(R"({"type":"stream","action":"start","version":12,"lost":["hash2"]})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.message == Message(StreamCommand{StreamAction::kStart, 12, {"hash2"}}));
+  d = decode_json(R"({"type":"fill","filling":true})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(d.message == Message(FillCommand{true}));
+  d = decode_json(R"({"type":"fill","filling":1})");
+  CHECK(d.status == DecodeStatus::kBadMessage);
+  CHECK(d.error.find("filling") != std::string::npos);
+  d = decode_json(R"({"type":"register","role":"hash","name":"h","address":"127.0.0.1:1",)"
+                  R"("shards":1,"version":0,"pid":5,"fresh":true})");
+  REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
+  CHECK(std::get<Register>(d.message).fresh);
+  CHECK_FALSE(std::get<Register>(d.message).filling);
+  // Without them (an older node), and written only when set.
+  CHECK(encode(Register{Role::kHash, "h", "127.0.0.1:1", 1, 0, 5, false, false}) ==
+        frame_of(R"({"type":"register","role":"hash","name":"h","address":"127.0.0.1:1",)"
+                 R"("shards":1,"version":0,"pid":5})"));
+  CHECK(encode(FillCommand{false}) == frame_of(R"({"type":"fill","filling":false})"));
 }
 
 TEST_CASE("control_protocol: a stream split into pieces of every size decodes the same") {
@@ -435,7 +465,8 @@ TEST_CASE("control_protocol: missing members and wrong types are named") {
        "table: \"table\" is not a valid table: the table has no servers"},
       {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[{"name":"a"}],)"
        R"("color":1},"grace_ms":0})",
-       "table: unknown key \"table.color\" (expected version, mode, modulo_hash, servers, "
+       "table: unknown key \"table.color\" (expected version, mode, modulo_hash, replicas, "
+       "servers, "
        "ranges)"},
       {R"({"type":"table","table":{"version":1,"mode":"modulo","servers":[{"name":"a",)"
        R"("shards":"4"}]},"grace_ms":0})",

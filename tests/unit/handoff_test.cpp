@@ -525,3 +525,141 @@ TEST_CASE("handoff: records present for the whole scan are cut while requests ch
     CHECK(s.check() == "");
   }
 }
+
+// ---- replicas -----------------------------------------------------------------------------------
+
+namespace {
+
+std::shared_ptr<const Router> replicated_ring(int n, uint32_t replicas, uint64_t version) {
+  Table t = ring_of(n, version)->table();
+  t.replicas = replicas;
+  REQUIRE(validate(t) == "");
+  return Router::compile(t);
+}
+
+// id -> the (server, shard) pairs a scan cut it for.
+using Targets = std::map<uint64_t, std::set<std::pair<std::string, uint16_t>>>;
+
+Targets scan_targets(Handoff& h, RecordStore& store,
+                     std::vector<Handoff::Batch>* batches = nullptr) {
+  Targets targets;
+  size_t steps = 0;
+  while (h.scanning()) {
+    REQUIRE(++steps < 1000000);
+    std::vector<Handoff::Batch> out;
+    h.step(store, 1000, kNow, out);
+    for (const auto& b : out) {
+      for (const ImportRecord& r : records_of(b))
+        targets[r.id].emplace(b.target.name, b.target_shard);
+      if (batches) batches->push_back(b);
+    }
+  }
+  return targets;
+}
+
+// The members of id's set under `router` other than `self`, minus those every router of
+// `held` had in the id's set (by name).
+std::set<std::pair<std::string, uint16_t>> expected_targets(
+    const Router& router, uint64_t id, const std::string& self,
+    const std::vector<std::shared_ptr<const Router>>& held) {
+  std::set<std::pair<std::string, uint16_t>> out;
+  const ReplicaSet set = router.replica_set(id);
+  for (uint32_t k = 0; k < set.size; ++k) {
+    const ServerInfo& m = router.table().servers[set.routes[k].server];
+    if (m.name == self) continue;
+    bool throughout = !held.empty();
+    for (const auto& h : held) {
+      const int i = h->table().server_index(m.name);
+      throughout = throughout && i >= 0 && h->holds(id, static_cast<uint32_t>(i));
+    }
+    if (!throughout) out.emplace(m.name, static_cast<uint16_t>(set.routes[k].shard));
+  }
+  return out;
+}
+
+void check_targets(const Targets& got, const Router& router, const std::string& self,
+                   const std::vector<std::shared_ptr<const Router>>& held, uint64_t ids) {
+  for (uint64_t id = 0; id < ids; ++id) {
+    CAPTURE(id);
+    const auto want = expected_targets(router, id, self, held);
+    const auto it = got.find(id);
+    if (want.empty()) {
+      CHECK(it == got.end());
+    } else {
+      REQUIRE(it != got.end());
+      CHECK(it->second == want);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("handoff: with replicas and no history every record goes to every other member") {
+  auto router = replicated_ring(4, 2, 5);
+  for (int self = 0; self < 4; ++self) {
+    CAPTURE(self);
+    RecordStore s = filled(0, 6000);
+    Handoff h;
+    h.start(router, self, s, true);
+    const Targets got = scan_targets(h, s);
+    check_targets(got, *router, router->table().servers[self].name, {}, 6000);
+  }
+}
+
+TEST_CASE("handoff: with replicas a member that held an id under every table since is skipped") {
+  auto four = replicated_ring(4, 2, 5);
+  auto five = [] {
+    Table t = replicated_ring(4, 2, 6)->table();
+    t.servers.push_back(ServerInfo{"hash5", "10.0.0.5:7001", 2, 1});
+    return Router::compile(t);
+  }();
+  RecordStore s = filled(0, 6000);
+  SUBCASE("the same table: nothing moves") {
+    Handoff h;
+    h.start(four, 0, s, true, {four});
+    CHECK(scan_targets(h, s).empty());
+    CHECK(h.progress().state == State::kDone);
+  }
+  SUBCASE("a server joins: only the members new to an id") {
+    Handoff h;
+    h.start(five, 0, s, true, {four, five});
+    const Targets got = scan_targets(h, s);
+    check_targets(got, *five, "hash1", {four}, 6000);
+    CHECK(got.size() > 300);  // hash5 joins about a third of the sets of 2 of 5
+    CHECK(got.size() < 6000 / 2);
+  }
+  SUBCASE("a member out of the set under a table in between is sent it again") {
+    auto four_again = [] {
+      Table t = replicated_ring(4, 2, 7)->table();
+      return Router::compile(t);
+    }();
+    Handoff h;
+    h.start(four_again, 0, s, true, {four, five, four_again});
+    const Targets got = scan_targets(h, s);
+    check_targets(got, *four_again, "hash1", {four, five}, 6000);
+    CHECK_FALSE(got.empty());
+  }
+}
+
+TEST_CASE("handoff: with replicas the rescan after a lost link ignores the history") {
+  auto router = replicated_ring(3, 3, 5);
+  RecordStore s = filled(0, 3000);
+  Handoff h;
+  h.start(router, 1, s, true, {router});
+  std::vector<Handoff::Batch> batches;
+  CHECK(scan_targets(h, s, &batches).empty());
+  CHECK(h.progress().state == State::kDone);
+  // The same, but a link is lost while it runs (a batch must be in flight for that to matter):
+  // a table with a new member gives it batches, one of which comes back over a broken link.
+  auto four = replicated_ring(4, 3, 6);
+  h.start(four, 1, s, true, {router, four});
+  batches.clear();
+  const Targets first = scan_targets(h, s, &batches);
+  REQUIRE_FALSE(batches.empty());
+  for (size_t i = 0; i < batches.size(); ++i) ack(h, batches[i], /*link_lost=*/i == 0);
+  REQUIRE(h.scanning());
+  const Targets again = scan_targets(h, s);
+  check_targets(again, *four, "hash2", {}, 3000);
+  CHECK(again.size() == 3000);
+  CHECK(first.size() < again.size());
+}

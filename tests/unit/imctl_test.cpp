@@ -63,6 +63,9 @@ TEST_CASE("imctl: commands map to admin API requests") {
        R"(POST /v1/mode {"mode":"modulo","modulo_hash":"identity"})"},
       {{"mode", "--modulo-hash=mix", "modulo"},
        R"(POST /v1/mode {"mode":"modulo","modulo_hash":"mix"})"},
+      {{"replicas", "2"}, R"(POST /v1/replicas {"replicas":2})"},
+      {{"replicas", "1"}, R"(POST /v1/replicas {"replicas":1})"},
+      {{"--json", "replicas", "3"}, R"(POST /v1/replicas {"replicas":3})"},
       {{"server", "add", "hash4=127.0.0.1:7004/4*2", "hash5"},
        R"(POST /v1/servers {"servers":[{"name":"hash4","address":"127.0.0.1:7004","shards":4,"weight":2},{"name":"hash5"}]})"},
       {{"server", "remove", "hash1", "hash2"},
@@ -95,6 +98,7 @@ TEST_CASE("imctl: commands map to admin API requests") {
   }
   CHECK(ok({"server", "add", "h"}).name == "server add");
   CHECK(ok({"assign", "1-2", "h"}).command == ImctlCommand::kAssign);
+  CHECK(ok({"replicas", "2"}).command == ImctlCommand::kReplicas);
   const ImctlInvocation status = ok({"purge", "hash1", "--status"});
   CHECK(status.command == ImctlCommand::kPurgeStatus);
   CHECK(status.server == "hash1");
@@ -155,6 +159,13 @@ TEST_CASE("imctl: usage errors say what is wrong") {
       {{"mode", "ring", "--modulo-hash", "mix"}, "mode: --modulo-hash applies to mode modulo only"},
       {{"mode", "modulo", "--modulo-hash", "md5"},
        "mode: unknown --modulo-hash 'md5' (expected mix or identity)"},
+      {{"replicas"}, "replicas: expected replicas N"},
+      {{"replicas", "0"}, "replicas: expected a number of copies between 1 and 3 (got '0')"},
+      {{"replicas", "4"}, "replicas: expected a number of copies between 1 and 3 (got '4')"},
+      {{"replicas", "two"}, "replicas: expected a number of copies between 1 and 3 (got 'two')"},
+      {{"replicas", "-1"}, "replicas: expected a number of copies between 1 and 3 (got '-1')"},
+      {{"replicas", "2", "3"}, "replicas: unexpected argument '3' (usage: replicas N)"},
+      {{"replicas", "2", "--force"}, "replicas: unknown option '--force'"},
       {{"server"},
        "server: expected 'server add NAME...', 'server set NAME --address "
        "HOST:PORT | --weight W' or 'server remove NAME...'"},
@@ -392,6 +403,71 @@ TEST_CASE("imctl: table, servers, history, where, changes and purges as text") {
         "hash1   0      all   running  [..........]   0%  0/0  0\n");
   CHECK(format_purges(purges, "hash3") == "no purges on hash3\n");
   CHECK(format_purges(purges, "").find("hash2") != std::string::npos);
+}
+
+TEST_CASE("imctl: replicas in where, table, status and the help") {
+  // Two copies or more: the primary, then its replicas, one row each.
+  CHECK(format_where(js(R"({"id": 42, "server": "hash2", "shard": 3, "address": "127.0.0.1:7002",
+                           "version": 9, "replicas": [
+                             {"server": "hash3", "shard": 0, "address": "127.0.0.1:7003"},
+                             {"server": "hash1", "shard": 1, "address": "127.0.0.1:7001"}]})")) ==
+        "id 42 (table version 9), 3 copies:\n"
+        "COPY     SERVER  SHARD  ADDRESS\n"
+        "primary  hash2   3      127.0.0.1:7002\n"
+        "replica  hash3   0      127.0.0.1:7003\n"
+        "replica  hash1   1      127.0.0.1:7001\n");
+  // One copy (an empty list, or a server before replicas): the line of before.
+  const std::string one =
+      "id 42: server hash2, shard 3, address 127.0.0.1:7002 (table version 8)\n";
+  CHECK(format_where(js(R"({"id": 42, "server": "hash2", "shard": 3, "address": "127.0.0.1:7002",
+                           "version": 8, "replicas": []})")) == one);
+  CHECK(format_where(js(R"({"id": 42, "server": "hash2", "shard": 3, "address": "127.0.0.1:7002",
+                           "version": 8, "replicas": 7})")) == one);
+  // An odd replica entry shows as "-", never breaks the output.
+  CHECK(format_where(js(R"({"id": 1, "server": "a", "shard": 0, "address": "x:1", "version": 2,
+                           "replicas": [5]})")) ==
+        "id 1 (table version 2), 2 copies:\n"
+        "COPY     SERVER  SHARD  ADDRESS\n"
+        "primary  a       0      x:1\n"
+        "replica  -       -      -\n");
+
+  // The replication factor beside the mode, when there is more than one copy.
+  CHECK(format_table(js(R"({"version": 4, "mode": "ring", "replicas": 2, "servers": [
+                            {"name": "hash1", "address": "127.0.0.1:7001", "shards": 1, "weight": 1}]})"))
+            .starts_with("table version 4, mode ring, replicas 2\n\n"));
+  CHECK(format_table(js(R"({"version": 4, "mode": "ring", "servers": []})"))
+            .starts_with("table version 4, mode ring\n\n"));
+  CHECK(format_table(js(R"({"version": 4, "mode": "ring", "replicas": 1, "servers": []})"))
+            .starts_with("table version 4, mode ring\n\n"));
+  CHECK(format_status(js(R"({"version": 4, "mode": "modulo", "modulo_hash": "identity",
+                            "replicas": 3, "converged": true, "nodes": []})")) ==
+        "table version 4, mode modulo (identity), replicas 3, converged: yes\n\n"
+        "no nodes are connected\n");
+  CHECK(format_status(js(R"({"version": 4, "mode": "ring", "replicas": 1, "converged": true,
+                            "nodes": []})")) ==
+        "table version 4, mode ring, converged: yes\n\nno nodes are connected\n");
+
+  // The change answers like every other edit.
+  ImctlInvocation inv = ok({"replicas", "2"});
+  CHECK(inv.name == "replicas");
+  CHECK(format_reply(inv, js(R"({"version": 7, "change": "replicas 2", "table": {}})")) ==
+        "table version 7: replicas 2\n");
+  HttpOutcome outcome;
+  outcome.reply = {
+      400,
+      R"({"error": "cannot set replicas 2: the table already keeps 2 copies of each record"})"};
+  const ImctlOutput o = imctl_output(inv, outcome);
+  CHECK(o.exit_code == 1);
+  CHECK(
+      o.err ==
+      "imctl: replicas: cannot set replicas 2: the table already keeps 2 copies of each record\n");
+
+  const std::string help = imctl_usage();
+  for (const char* line :
+       {"  replicas N  ", "keep N copies of each record (1 to 3)", "and its replicas"}) {
+    CAPTURE(line);
+    CHECK(help.find(line) != std::string::npos);
+  }
 }
 
 TEST_CASE("imctl: progress bars, durations, times") {
@@ -662,6 +738,10 @@ class RecordingBackend : public AdminBackend {
   AdminResult set_mode(RoutingMode, std::optional<ModuloHash>) override {
     return AdminResult::ok(json::object{});
   }
+  AdminResult set_replicas(uint32_t replicas) override {
+    calls.push_back("replicas " + std::to_string(replicas));
+    return AdminResult::ok(json::object{{"version", 7}, {"change", "replicas 2"}});
+  }
   AdminResult add_servers(const std::vector<ServerSpec>& s) override {
     calls.push_back("add " + s[0].name + " " + *s[0].address + " " + std::to_string(*s[0].shards) +
                     " " + std::to_string(s[0].weight));
@@ -747,14 +827,17 @@ TEST_CASE("imctl: talks to a real AdminHttpServer") {
   CHECK(o.out == "no hash servers\n");
   o = run_imctl({"--admin", admin, "stream", "cancel", "hash1"});
   CHECK(o.exit_code == 0);
+  o = run_imctl({"--admin", admin, "replicas", "2"});
+  CHECK(o.exit_code == 0);
+  CHECK(o.out == "table version 7: replicas 2\n");
 
   boost::asio::post(ctx, [&] { server.stop(); });
   thread.join();
-  CHECK(backend.calls ==
-        std::vector<std::string>{"status", "where 18446744073709551615",
-                                 "assign 9007199254740993 18446744073709551615 hash9",
-                                 "add hash4 127.0.0.1:7004 4 2", "purge hash1 2 604800",
-                                 "drain hash2", "drain_status hash2", "streams", "cancel hash1"});
+  CHECK(backend.calls == std::vector<std::string>{
+                             "status", "where 18446744073709551615",
+                             "assign 9007199254740993 18446744073709551615 hash9",
+                             "add hash4 127.0.0.1:7004 4 2", "purge hash1 2 604800", "drain hash2",
+                             "drain_status hash2", "streams", "cancel hash1", "replicas 2"});
 }
 
 TEST_CASE("imctl: an unreachable or silent config server is reported, not waited for") {

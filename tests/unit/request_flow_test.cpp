@@ -4,11 +4,11 @@
 
 #include <doctest/doctest.h>
 
-#include "common/shard_map.h"
-
 #include <set>
 #include <string>
 #include <vector>
+
+#include "common/shard_map.h"
 
 namespace imhash {
 namespace {
@@ -33,7 +33,8 @@ Table table(uint64_t version, const std::string& low) {
   t.version = version;
   t.mode = RoutingMode::kRange;
   for (int i = 1; i <= 3; ++i) {
-    t.servers.push_back({"hash" + std::to_string(i), "127.0.0.1:" + std::to_string(7000 + i), 2, 1});
+    t.servers.push_back(
+        {"hash" + std::to_string(i), "127.0.0.1:" + std::to_string(7000 + i), 2, 1});
   }
   t.ranges = {{0, 999, low}, {1000, UINT64_MAX, "hash3"}};
   return t;
@@ -94,7 +95,8 @@ frame::Response found(uint32_t age = 30) {
 
 // A flow with its links, counters and action list.
 struct Harness {
-  explicit Harness(std::shared_ptr<const RoutingState> r = nullptr) : flow(settings, links, counters) {
+  explicit Harness(std::shared_ptr<const RoutingState> r = nullptr)
+      : flow(settings, links, counters) {
     if (r) set(std::move(r));
   }
   void set(std::shared_ptr<const RoutingState> r) {
@@ -132,6 +134,35 @@ void check_send(const FlowAction& a, const std::string& server, FrameType type, 
   CHECK(a.frame.type == type);
   CHECK(a.frame.table_version == version);
   CHECK(a.frame.flags == flags);
+}
+
+// Replicated range tables over hash1..hash5: ids below 1000 on `low` (and the servers after it),
+// the rest on hash5 (and hash1, hash2).
+Table replicated(uint64_t version, uint32_t low, uint32_t replicas) {
+  Table t;
+  t.version = version;
+  t.mode = RoutingMode::kRange;
+  t.replicas = replicas;
+  for (int i = 1; i <= 5; ++i) {
+    t.servers.push_back(
+        {"hash" + std::to_string(i), "127.0.0.1:" + std::to_string(7000 + i), 2, 1});
+  }
+  t.ranges = {{0, 999, "hash" + std::to_string(low)}, {1000, UINT64_MAX, "hash5"}};
+  return t;
+}
+
+std::string hash(uint32_t i) { return "hash" + std::to_string(i); }
+
+// Runs `body` with 2 and then 3 copies of each record, each in a subcase of its own, so the
+// subcases inside `body` run for both.
+// Under `now`, with `before` in its grace period, a LOOKUP of id 10 that misses is answered
+// NOT_FOUND at once: no earlier member is asked.
+void check_miss_is_final(const Table& now, const Table& before);
+
+template <class Body>
+void for_each_rf(Body body) {
+  SUBCASE("RF 2") { body(2u); }
+  SUBCASE("RF 3") { body(3u); }
 }
 
 }  // namespace
@@ -324,12 +355,10 @@ TEST_CASE("request_flow: after the grace period a miss is final, and unmoved ids
   Harness h;
   h.set(routing(table(2, "hash2"), {table(1, "hash1")}, h.now + 10 * kMs));
   const uint64_t t = h.request(Op::kLookup, 5000)[0].token;  // hash3 under both tables
-  CHECK(reply_of(h.answer_with(t, answer(FrameStatus::kNotFound))[0]).status ==
-        Status::kNotFound);
+  CHECK(reply_of(h.answer_with(t, answer(FrameStatus::kNotFound))[0]).status == Status::kNotFound);
   h.now += 10 * kMs;
   const uint64_t u = h.request(Op::kLookup, 10)[0].token;
-  CHECK(reply_of(h.answer_with(u, answer(FrameStatus::kNotFound))[0]).status ==
-        Status::kNotFound);
+  CHECK(reply_of(h.answer_with(u, answer(FrameStatus::kNotFound))[0]).status == Status::kNotFound);
   CHECK(h.counters.fallback_reads == 0);
 }
 
@@ -367,7 +396,8 @@ TEST_CASE("request_flow: a stale token or a failure after the answer does nothin
 TEST_CASE("request_flow: many requests in flight are answered in any order") {
   Harness h(routing(table(2, "hash1")));
   std::vector<uint64_t> tokens;
-  for (uint64_t user = 0; user < 500; ++user) tokens.push_back(h.request(Op::kLookup, user)[0].token);
+  for (uint64_t user = 0; user < 500; ++user)
+    tokens.push_back(h.request(Op::kLookup, user)[0].token);
   CHECK(h.flow.active() == 500);
   for (size_t i = tokens.size(); i-- > 0;) {
     auto& r = h.answer_with(tokens[i], found());
@@ -375,6 +405,500 @@ TEST_CASE("request_flow: many requests in flight are answered in any order") {
     CHECK(reply_of(r[0]).user_id == i);
   }
   CHECK(h.flow.active() == 0);
+}
+
+// ---- replicas -----------------------------------------------------------------------------------
+
+TEST_CASE("request_flow: with replicas a write reaches every member and the owner answers") {
+  for_each_rf([](uint32_t rf) {
+    for (const Op op : {Op::kLogin, Op::kLogout}) {
+      CAPTURE(static_cast<int>(op));
+      Harness h(routing(replicated(2, 1, rf)));
+      const FrameType type = op == Op::kLogin ? FrameType::kUpsert : FrameType::kDelete;
+      const auto a = h.request(op, 10);  // a copy: the calls below reuse h.out
+      REQUIRE(a.size() == rf);
+      for (uint32_t i = 0; i < rf; ++i) {
+        check_send(a[i], hash(i + 1), type, 2);
+        CHECK(a[i].target.current == i);
+        CHECK(a[i].target.shard == shard_of(10, 2));
+        CHECK(a[i].frame.id == 10u);
+        if (op == Op::kLogin) CHECK(a[i].frame.endpoint == kUserEndpoint);
+      }
+      CHECK(h.counters.forwarded == 1);
+      CHECK(h.counters.replica_writes == rf - 1);
+      CHECK(h.flow.active() == rf);
+      // The copies' answers reach nobody; NOT_FOUND to a copy of a DELETE is no failure either.
+      for (uint32_t i = 1; i < rf; ++i) {
+        const FrameStatus s = op == Op::kLogin ? FrameStatus::kOk : FrameStatus::kNotFound;
+        CHECK(h.answer_with(a[i].token, answer(s)).empty());
+      }
+      CHECK(h.counters.replica_write_failures == 0);
+      auto& r = h.answer_with(a[0].token, answer(FrameStatus::kOk));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kOk);
+      uint64_t latencies = 0;
+      for (const uint64_t n : h.counters.latency) latencies += n;
+      CHECK(latencies == 1);  // the client's request only
+      CHECK(h.flow.active() == 0);
+    }
+  });
+}
+
+TEST_CASE("request_flow: with replicas a write skips members out of reach") {
+  for_each_rf([](uint32_t rf) {
+    SUBCASE("the owner is down: the next member answers") {
+      Harness h(routing(replicated(2, 1, rf)));
+      h.links.blocked = {"hash1"};
+      const auto a = h.request(Op::kHeartbeat, 10);
+      REQUIRE(a.size() == rf - 1);
+      for (uint32_t i = 0; i + 1 < rf; ++i) check_send(a[i], hash(i + 2), FrameType::kUpsert, 2);
+      CHECK(a[0].target.current == 1u);
+      CHECK(h.counters.replica_writes == rf - 2);
+      auto& r = h.answer_with(a[0].token, answer(FrameStatus::kOk));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kOk);
+      CHECK(h.flow.active() == rf - 2);
+    }
+    SUBCASE("a replica is down: it gets no copy") {
+      Harness h(routing(replicated(2, 1, rf)));
+      h.links.blocked = {"hash2"};
+      const auto a = h.request(Op::kLogin, 10);
+      REQUIRE(a.size() == rf - 1);
+      check_send(a[0], "hash1", FrameType::kUpsert, 2);
+      if (rf == 3) check_send(a[1], "hash3", FrameType::kUpsert, 2);
+      CHECK(h.counters.replica_writes == rf - 2);
+    }
+    SUBCASE("every member is down: UNAVAILABLE at once") {
+      Harness h(routing(replicated(2, 1, rf)));
+      h.links.blocked = {"hash1", "hash2", "hash3"};
+      const auto a = h.request(Op::kLogout, 10);
+      REQUIRE(a.size() == 1);
+      CHECK(reply_of(a[0]).status == Status::kUnavailable);
+      CHECK(h.counters.forwarded == 0);
+      CHECK(h.counters.replica_writes == 0);
+      CHECK(h.flow.active() == 0);
+    }
+  });
+}
+
+TEST_CASE("request_flow: a replica's copy that fails, is refused or meets MOVED is released") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(2, 1, rf)));
+    const auto a = h.request(Op::kLogin, 10);
+    REQUIRE(a.size() == rf);
+    const uint64_t copy = a[rf - 1].token;
+    SUBCASE("a timeout") { CHECK(h.fail_with(copy, Status::kTimeout).empty()); }
+    SUBCASE("the link goes down") { CHECK(h.fail_with(copy, Status::kUnavailable).empty()); }
+    SUBCASE("an answer that is neither OK nor NOT_FOUND") {
+      CHECK(h.answer_with(copy, answer(FrameStatus::kWrongShard)).empty());
+    }
+    SUBCASE("MOVED: the newer table is fetched, the copy is not retried") {
+      auto& m = h.answer_with(copy, answer(FrameStatus::kMoved, 3));
+      REQUIRE(m.size() == 1);
+      CHECK(m[0].kind == FlowAction::kNeedTable);
+      CHECK(m[0].version == 3u);
+      CHECK(h.flow.parked() == 0);
+      CHECK(h.counters.moved_retries == 0);
+    }
+    CHECK(h.counters.replica_write_failures == 1);
+    CHECK(h.flow.active() == rf - 1);
+    // The client's answer is unaffected.
+    auto& r = h.answer_with(a[0].token, answer(FrameStatus::kOk));
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kOk);
+    // A failure after the answer finds nothing.
+    CHECK(h.fail_with(copy, Status::kTimeout).empty());
+    CHECK(h.counters.replica_write_failures == 1);
+  });
+}
+
+TEST_CASE("request_flow: with replicas the answering copy's failure is the client's") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(2, 1, rf)));
+    const auto a = h.request(Op::kLogin, 10);
+    REQUIRE(a.size() == rf);
+    SUBCASE("a timeout: no retry at a replica (the copies are on their way)") {
+      auto& r = h.fail_with(a[0].token, Status::kTimeout);
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kTimeout);
+    }
+    SUBCASE("WRONG_SHARD from the owner: UNAVAILABLE") {
+      auto& r = h.answer_with(a[0].token, answer(FrameStatus::kWrongShard));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kUnavailable);
+    }
+    CHECK(h.counters.replica_reads == 0);
+    CHECK(h.flow.active() == rf - 1);  // the copies
+    for (uint32_t i = 1; i < rf; ++i)
+      CHECK(h.answer_with(a[i].token, answer(FrameStatus::kOk)).empty());
+    CHECK(h.flow.active() == 0);
+  });
+}
+
+TEST_CASE("request_flow: with replicas a write that meets MOVED goes to every member again") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(1, 1, rf)));
+    const auto a = h.request(Op::kLogin, 10);
+    REQUIRE(a.size() == rf);
+    h.set(routing(replicated(2, 2, rf)));  // the push arrived while the request was out
+    auto& m = h.answer_with(a[0].token, answer(FrameStatus::kMoved, 2));
+    REQUIRE(m.size() == rf);
+    for (uint32_t i = 0; i < rf; ++i) check_send(m[i], hash(i + 2), FrameType::kUpsert, 2);
+    CHECK(m[0].token == a[0].token);  // the client's slot
+    CHECK(h.counters.replica_writes == 2 * (rf - 1));
+  });
+}
+
+TEST_CASE("request_flow: with replicas a read goes to the next member when one fails") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(2, 1, rf)));
+    auto& a = h.request(Op::kLookup, 10);
+    REQUIRE(a.size() == 1);  // one member only
+    check_send(a[0], "hash1", FrameType::kGet, 2);
+    const uint64_t token = a[0].token;
+    CHECK(h.counters.replica_reads == 0);
+    // A timeout, then an answer that is neither OK, NOT_FOUND nor MOVED: on to the next member.
+    auto& b = h.fail_with(token, Status::kTimeout);
+    REQUIRE(b.size() == 1);
+    check_send(b[0], "hash2", FrameType::kGet, 2);
+    CHECK(b[0].token == token);  // the same request
+    CHECK(b[0].target.current == 1u);
+    CHECK(h.counters.replica_reads == 1);
+    if (rf == 3) {
+      auto& c = h.answer_with(token, answer(FrameStatus::kWrongShard));
+      REQUIRE(c.size() == 1);
+      check_send(c[0], "hash3", FrameType::kGet, 2);
+      CHECK(h.counters.replica_reads == 2);
+    }
+    SUBCASE("the last member answers") {
+      auto& r = h.answer_with(token, found(30));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kOk);
+      CHECK(reply_of(r[0]).endpoint == kUserEndpoint);
+    }
+    SUBCASE("the last member fails too: the client hears it") {
+      auto& r = h.fail_with(token, Status::kUnavailable);
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kUnavailable);
+    }
+    SUBCASE("the last member answers WRONG_SHARD: UNAVAILABLE") {
+      auto& r = h.answer_with(token, answer(FrameStatus::kWrongShard));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kUnavailable);
+    }
+    CHECK(h.counters.forwarded == 1);
+    CHECK(h.counters.replica_reads == rf - 1);
+    CHECK(h.flow.active() == 0);
+  });
+}
+
+TEST_CASE("request_flow: with replicas a read skips members out of reach") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(2, 1, rf)));
+    SUBCASE("the owner is down: the read starts at the replica") {
+      h.links.blocked = {"hash1"};
+      auto& a = h.request(Op::kLookup, 10);
+      REQUIRE(a.size() == 1);
+      check_send(a[0], "hash2", FrameType::kGet, 2);
+      CHECK(h.counters.forwarded == 1);
+      CHECK(h.counters.replica_reads == 1);
+      const uint64_t token = a[0].token;
+      auto& b = h.fail_with(token, Status::kTimeout);
+      REQUIRE(b.size() == 1);
+      if (rf == 3) {
+        check_send(b[0], "hash3", FrameType::kGet, 2);
+      } else {
+        CHECK(reply_of(b[0]).status == Status::kTimeout);
+      }
+    }
+    SUBCASE("a replica went down meanwhile: it is skipped") {
+      auto& a = h.request(Op::kLookup, 10);
+      const uint64_t token = a[0].token;
+      h.links.blocked = {"hash2"};
+      auto& b = h.fail_with(token, Status::kUnavailable);
+      REQUIRE(b.size() == 1);
+      if (rf == 3) {
+        check_send(b[0], "hash3", FrameType::kGet, 2);
+        CHECK(h.counters.replica_reads == 1);
+      } else {
+        CHECK(reply_of(b[0]).status == Status::kUnavailable);
+        CHECK(h.counters.replica_reads == 0);
+      }
+    }
+    SUBCASE("every member is down: UNAVAILABLE at once") {
+      h.links.blocked = {"hash1", "hash2", "hash3"};
+      auto& a = h.request(Op::kLookup, 10);
+      REQUIRE(a.size() == 1);
+      CHECK(reply_of(a[0]).status == Status::kUnavailable);
+      CHECK(h.counters.forwarded == 0);
+    }
+  });
+}
+
+TEST_CASE(
+    "request_flow: with replicas NOT_FOUND is an answer, not a reason to ask the next member") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(2, 1, rf)));
+    const uint64_t t = h.request(Op::kLookup, 10)[0].token;
+    auto& r = h.answer_with(t, answer(FrameStatus::kNotFound));
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kNotFound);
+    CHECK(h.counters.replica_reads == 0);
+    // Also at a replica the read came to after the owner failed.
+    const uint64_t u = h.request(Op::kLookup, 10)[0].token;
+    check_send(h.fail_with(u, Status::kTimeout)[0], "hash2", FrameType::kGet, 2);
+    auto& s = h.answer_with(u, answer(FrameStatus::kNotFound));
+    REQUIRE(s.size() == 1);
+    CHECK(reply_of(s[0]).status == Status::kNotFound);
+    CHECK(h.flow.active() == 0);
+  });
+}
+
+TEST_CASE("request_flow: with replicas a read that meets MOVED starts again at the first member") {
+  for_each_rf([](uint32_t rf) {
+    Harness h(routing(replicated(1, 1, rf)));
+    const uint64_t t = h.request(Op::kLookup, 10)[0].token;
+    check_send(h.fail_with(t, Status::kTimeout)[0], "hash2", FrameType::kGet, 1);
+    h.set(routing(replicated(2, 2, rf)));
+    auto& m = h.answer_with(t, answer(FrameStatus::kMoved, 2));
+    REQUIRE(m.size() == 1);
+    check_send(m[0], "hash2", FrameType::kGet, 2);  // the owner under v2
+    CHECK(h.counters.moved_retries == 1);
+    // It is still a read with replicas: a failure goes on to the next member of the new set.
+    auto& n = h.fail_with(t, Status::kTimeout);
+    REQUIRE(n.size() == 1);
+    check_send(n[0], "hash3", FrameType::kGet, 2);
+    // A second MOVED is final, as without replicas.
+    auto& o = h.answer_with(t, answer(FrameStatus::kMoved, 3));
+    REQUIRE(o.size() == 2);
+    CHECK(o[0].kind == FlowAction::kNeedTable);
+    CHECK(reply_of(o[1]).status == Status::kUnavailable);
+    CHECK(h.flow.active() == 0);
+  });
+}
+
+// The grace-period tests move ids below 1000 from hash1 (and the servers after it) under v1 to
+// hash<rf> under v2: v1's members hash1 .. hash<rf - 1> are not in the current set, hash<rf> is.
+TEST_CASE(
+    "request_flow: with replicas a fallback read asks the earlier members not in the set now") {
+  for_each_rf([](uint32_t rf) {
+    Harness h;
+    h.set(routing(replicated(2, rf, rf), {replicated(1, 1, rf)}, h.now + 1000 * kMs));
+    const uint64_t t = h.request(Op::kLookup, 10)[0].token;
+    auto& fb = h.answer_with(t, answer(FrameStatus::kNotFound));
+    REQUIRE(fb.size() == 1);
+    check_send(fb[0], "hash1", FrameType::kGet, 1, frame::kFlagAnyOwner);
+    CHECK(fb[0].target.current == 0u);  // the same server in the current table: its current links
+    SUBCASE("misses everywhere: NOT_FOUND, hash<rf> is not asked again") {
+      for (uint32_t i = 2; i < rf; ++i) {
+        auto& next = h.answer_with(t, answer(FrameStatus::kNotFound, 1));
+        REQUIRE(next.size() == 1);
+        check_send(next[0], hash(i), FrameType::kGet, 1, frame::kFlagAnyOwner);
+      }
+      auto& miss = h.answer_with(t, answer(FrameStatus::kNotFound, 1));
+      REQUIRE(miss.size() == 1);
+      CHECK(reply_of(miss[0]).status == Status::kNotFound);
+      CHECK(h.counters.fallback_reads == rf - 1);
+      CHECK(h.counters.read_repairs == 0);
+    }
+    SUBCASE("a hit: the reply, and a repair at every current member") {
+      auto& hit = h.answer_with(t, found(30));
+      REQUIRE(hit.size() == rf + 1);
+      for (uint32_t i = 0; i < rf; ++i) {
+        check_send(hit[i], hash(rf + i), FrameType::kUpsert, 2, frame::kFlagIfAbsent);
+        CHECK(hit[i].frame.age_seconds == 30u);
+        CHECK(hit[i].frame.endpoint == kUserEndpoint);
+      }
+      CHECK(reply_of(hit[rf]).status == Status::kOk);
+      CHECK(h.counters.fallback_hits == 1);
+      CHECK(h.counters.read_repairs == rf);
+      CHECK(h.flow.active() == rf);
+      // The repairs are answered or fail without a word to anyone.
+      CHECK(h.answer_with(hit[0].token, answer(FrameStatus::kOk)).empty());
+      for (uint32_t i = 1; i < rf; ++i) CHECK(h.fail_with(hit[i].token, Status::kTimeout).empty());
+      CHECK(h.counters.replica_write_failures == 0);
+      CHECK(h.flow.active() == 0);
+    }
+    SUBCASE("a hit while a current member is down: the others are repaired") {
+      h.links.blocked = {hash(2 * rf - 1)};
+      auto& hit = h.answer_with(t, found(30));
+      REQUIRE(hit.size() == rf);
+      for (uint32_t i = 0; i + 1 < rf; ++i) {
+        check_send(hit[i], hash(rf + i), FrameType::kUpsert, 2, frame::kFlagIfAbsent);
+      }
+      CHECK(reply_of(hit[rf - 1]).status == Status::kOk);
+      CHECK(h.counters.read_repairs == rf - 1);
+    }
+  });
+}
+
+TEST_CASE(
+    "request_flow: with replicas a LOGOUT in a grace period deletes at earlier members first") {
+  for_each_rf([](uint32_t rf) {
+    Harness h;
+    h.set(routing(replicated(2, rf, rf), {replicated(1, 1, rf)}, h.now + 1000 * kMs));
+    SUBCASE("every earlier member, then every current one") {
+      auto& a = h.request(Op::kLogout, 10);
+      REQUIRE(a.size() == 1);
+      check_send(a[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+      const uint64_t t = a[0].token;
+      for (uint32_t i = 2; i < rf; ++i) {
+        auto& next = h.answer_with(t, answer(FrameStatus::kOk, 1));
+        REQUIRE(next.size() == 1);
+        check_send(next[0], hash(i), FrameType::kDelete, 1, frame::kFlagAnyOwner);
+      }
+      const auto d = h.answer_with(t, answer(FrameStatus::kNotFound, 1));
+      REQUIRE(d.size() == rf);
+      for (uint32_t i = 0; i < rf; ++i) check_send(d[i], hash(rf + i), FrameType::kDelete, 2);
+      CHECK(d[0].token == t);
+      CHECK(h.counters.replica_writes == rf - 1);
+      for (uint32_t i = 1; i < rf; ++i)
+        CHECK(h.answer_with(d[i].token, answer(FrameStatus::kOk)).empty());
+      auto& r = h.answer_with(t, answer(FrameStatus::kNotFound));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kOk);
+      CHECK(h.flow.active() == 0);
+    }
+    SUBCASE("an earlier member out of reach is skipped") {
+      h.links.blocked = {"hash1"};
+      auto& a = h.request(Op::kLogout, 10);
+      if (rf == 3) {
+        REQUIRE(a.size() == 1);
+        check_send(a[0], "hash2", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+      } else {
+        REQUIRE(a.size() == rf);
+        check_send(a[0], "hash2", FrameType::kDelete, 2);
+      }
+    }
+  });
+}
+
+TEST_CASE(
+    "request_flow: with replicas an earlier member at another address is reached by its own "
+    "links") {
+  // hash2 moved to another machine between v1 and v2: its old copy is an earlier member's, and the
+  // current hash2 is a different server.
+  Table v1 = replicated(1, 1, 2);
+  v1.servers[1].address = "127.0.0.1:9002";
+  Harness h;
+  h.set(routing(replicated(2, 1, 2), {v1}, h.now + 1000 * kMs));
+  auto& a = h.request(Op::kLogout, 10);
+  REQUIRE(a.size() == 1);
+  check_send(a[0], "hash2", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  CHECK(a[0].target.current == LinkTarget::kNotCurrent);
+  CHECK(a[0].target.server->address == "127.0.0.1:9002");
+  const auto d = h.answer_with(a[0].token, answer(FrameStatus::kOk, 1));
+  REQUIRE(d.size() == 2);
+  check_send(d[0], "hash1", FrameType::kDelete, 2);
+  check_send(d[1], "hash2", FrameType::kDelete, 2);
+  CHECK(d[1].target.current == 1u);
+  CHECK(d[1].target.server->address == "127.0.0.1:7002");
+}
+
+namespace {
+
+void check_miss_is_final(const Table& now, const Table& before) {
+  Harness g;
+  g.set(routing(now, {before}, g.now + 1000 * kMs));
+  const uint64_t u = g.request(Op::kLookup, 10)[0].token;
+  auto& miss = g.answer_with(u, answer(FrameStatus::kNotFound));
+  REQUIRE(miss.size() == 1);
+  CHECK(reply_of(miss[0]).status == Status::kNotFound);
+  CHECK(g.counters.fallback_reads == 0);
+}
+
+}  // namespace
+
+TEST_CASE("request_flow: fewer replicas than before make the dropped member an earlier one") {
+  // RF 2 -> RF 1: hash2 held a copy under v1 and no longer does.
+  Harness h;
+  h.set(routing(replicated(2, 1, 1), {replicated(1, 1, 2)}, h.now + 1000 * kMs));
+  const uint64_t t = h.request(Op::kLookup, 10)[0].token;
+  auto& fb = h.answer_with(t, answer(FrameStatus::kNotFound));
+  REQUIRE(fb.size() == 1);
+  check_send(fb[0], "hash2", FrameType::kGet, 1, frame::kFlagAnyOwner);
+  // The other way round, RF 1 -> RF 2: hash1 is in the current set, so there is no earlier one.
+  check_miss_is_final(replicated(2, 1, 2), replicated(1, 1, 1));
+}
+
+}  // namespace imhash
+
+namespace imhash {
+
+TEST_CASE("request_flow: after a failover a miss at the new owner reads the old replica") {
+  // v1: id 10 on hash1 and hash2. v2: hash1 is gone (DOWN) and the id's set is hash3, hash2 (the
+  // list order changed): hash3 has not been streamed the record yet, hash2 has it.
+  Table v2 = replicated(2, 3, 2);
+  std::swap(v2.servers[1], v2.servers[2]);  // hash1, hash3, hash2, hash4, hash5
+  REQUIRE(validate(v2).empty());
+  Harness h;
+  h.links.blocked = {"hash1"};
+  h.set(routing(v2, {replicated(1, 1, 2)}, h.now + 1000 * kMs));
+  const uint64_t t = h.request(Op::kLookup, 10)[0].token;
+  auto& fb = h.answer_with(t, answer(FrameStatus::kNotFound));
+  REQUIRE(fb.size() == 1);
+  check_send(fb[0], "hash2", FrameType::kGet, 1, frame::kFlagAnyOwner);
+  auto& hit = h.answer_with(t, found(30));
+  REQUIRE(hit.size() == 3);
+  check_send(hit[0], "hash3", FrameType::kUpsert, 2, frame::kFlagIfAbsent);
+  check_send(hit[1], "hash2", FrameType::kUpsert, 2, frame::kFlagIfAbsent);
+  CHECK(reply_of(hit[2]).status == Status::kOk);
+  // An id whose set is the same under both tables never falls back: its miss is the answer.
+  check_miss_is_final(replicated(2, 1, 2), replicated(1, 1, 2));
+}
+
+TEST_CASE("request_flow: writes for a member out of reach are held and sent in order once back") {
+  Harness h;
+  h.set(routing(replicated(2, 1, 2)));  // id 10: hash1, then hash2
+  h.links.blocked = {"hash2"};
+  auto& login = h.request(Op::kLogin, 10);
+  REQUIRE(login.size() == 1);
+  check_send(login[0], "hash1", FrameType::kUpsert, 2);
+  auto& bye = h.request(Op::kLogout, 10);
+  REQUIRE(bye.size() == 1);
+  check_send(bye[0], "hash1", FrameType::kDelete, 2);
+  CHECK(h.counters.hints_queued == 2);
+  CHECK(h.flow.hints() == 2);
+  // Still out of reach: the tick sends nothing.
+  h.out.clear();
+  h.flow.tick(h.now, h.out);
+  CHECK(h.out.empty());
+
+  SUBCASE("the tick sends them once the link is back") {
+    h.links.blocked.clear();
+    h.now += 5'000 * kMs;
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 2);
+    check_send(h.out[0], "hash2", FrameType::kUpsert, 2);
+    CHECK(h.out[0].frame.age_seconds == 5u);  // as old as it would be had it arrived on time
+    check_send(h.out[1], "hash2", FrameType::kDelete, 2);
+    CHECK(h.counters.hints_replayed == 2);
+    CHECK(h.flow.hints() == 0);
+  }
+  SUBCASE("a read of that member sends them first, and a write queues behind them") {
+    h.links.blocked = {"hash1"};  // the owner is now out of reach, hash2 is back
+    auto& seen = h.request(Op::kLookup, 10);
+    REQUIRE(seen.size() == 3);
+    check_send(seen[0], "hash2", FrameType::kUpsert, 2);
+    check_send(seen[1], "hash2", FrameType::kDelete, 2);
+    check_send(seen[2], "hash2", FrameType::kGet, 2);
+    // hash1 missed nothing yet; now a write while it is out of reach is held for it.
+    auto& again = h.request(Op::kLogin, 10);
+    REQUIRE(again.size() == 1);
+    check_send(again[0], "hash2", FrameType::kUpsert, 2);
+    CHECK(h.flow.hints() == 1);
+  }
+  SUBCASE("a member that leaves the table takes its held writes with it") {
+    Table t = replicated(3, 1, 2);
+    t.servers[1].address = "127.0.0.1:9999";  // hash2 is another server now
+    h.set(routing(t));
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    CHECK(h.out.empty());
+    CHECK(h.flow.hints() == 0);
+    CHECK(h.counters.hints_dropped == 2);
+  }
 }
 
 }  // namespace imhash

@@ -325,7 +325,6 @@ TEST_CASE("router: compile keeps the table and refuses an invalid one") {
   CHECK_THROWS_WITH(Router::compile(Table{}), doctest::Contains("no servers"));
 }
 
-
 TEST_CASE("router: server set --address moves no id in any mode, --weight moves ids in ring mode") {
   for (RoutingMode mode : {RoutingMode::kModulo, RoutingMode::kRange, RoutingMode::kRing}) {
     CAPTURE(to_string(mode));
@@ -363,6 +362,150 @@ TEST_CASE("router: server set --address moves no id in any mode, --weight moves 
   CHECK(set_server(ring, "hash1", std::nullopt, 1u).error ==
         "cannot change server \"hash1\": it already has that address and weight");
   CHECK(set_server(ring, "hash1", std::nullopt, 0u).error.find("weight") != std::string::npos);
+}
+
+}  // namespace imhash
+
+// ---- replicas -----------------------------------------------------------------------------------
+
+namespace imhash {
+namespace {
+
+void check_golden_sets(const Table& table, const std::vector<std::vector<Route>>& expected) {
+  auto router = Router::compile(table);
+  REQUIRE(expected.size() == std::size(kGoldenIds));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const uint64_t id = kGoldenIds[i];
+    CAPTURE(id);
+    const ReplicaSet set = router->replica_set(id);
+    REQUIRE(set.size == expected[i].size());
+    for (uint32_t k = 0; k < set.size; ++k) {
+      CAPTURE(k);
+      CHECK(set.routes[k] == expected[i][k]);
+      CHECK(router->holds(id, set.routes[k].server));
+    }
+    CHECK(set.routes[0] == router->route(id));  // the owner comes first
+  }
+}
+
+}  // namespace
+
+// Pinned like the owners above: login and hash servers must agree on every replica forever.
+TEST_CASE("router: golden replica sets, modulo mode") {
+  Table t = make_table(5, RoutingMode::kModulo);
+  t.replicas = 3;
+  check_golden_sets(t, {{{4, 4}, {0, 0}, {1, 1}},
+                        {{3, 0}, {4, 0}, {0, 0}},
+                        {{1, 0}, {2, 0}, {3, 0}},
+                        {{4, 4}, {0, 0}, {1, 1}},
+                        {{2, 2}, {3, 3}, {4, 4}},
+                        {{4, 0}, {0, 0}, {1, 0}},
+                        {{0, 0}, {1, 0}, {2, 0}},
+                        {{0, 0}, {1, 1}, {2, 2}},
+                        {{4, 1}, {0, 0}, {1, 0}},
+                        {{4, 2}, {0, 0}, {1, 0}},
+                        {{3, 1}, {4, 2}, {0, 0}},
+                        {{1, 0}, {2, 0}, {3, 0}}});
+}
+
+TEST_CASE("router: golden replica sets, range mode") {
+  Table t = make_table(4, RoutingMode::kRange);
+  t.replicas = 2;
+  t.ranges = {{0, 999, "hash2"},
+              {1000, kHalf - 1, "hash1"},
+              {kHalf, kMax - 1, "hash3"},
+              {kMax, kMax, "hash4"}};
+  check_golden_sets(t, {{{1, 1}, {2, 2}},
+                        {{1, 0}, {2, 0}},
+                        {{1, 0}, {2, 0}},
+                        {{1, 1}, {2, 2}},
+                        {{1, 1}, {2, 2}},
+                        {{0, 0}, {1, 0}},
+                        {{0, 0}, {1, 0}},
+                        {{0, 0}, {1, 1}},
+                        {{0, 0}, {1, 0}},
+                        {{2, 1}, {3, 1}},
+                        {{2, 1}, {3, 1}},
+                        {{3, 0}, {0, 0}}});
+}
+
+TEST_CASE("router: golden replica sets, ring mode") {
+  Table t = make_table(10, RoutingMode::kRing);
+  t.replicas = 3;
+  check_golden_sets(t, {{{8, 8}, {6, 6}, {0, 0}},
+                        {{2, 0}, {8, 0}, {9, 0}},
+                        {{1, 0}, {7, 0}, {9, 1}},
+                        {{4, 4}, {5, 5}, {2, 2}},
+                        {{0, 0}, {4, 4}, {9, 9}},
+                        {{8, 1}, {7, 1}, {5, 0}},
+                        {{5, 0}, {1, 0}, {6, 0}},
+                        {{6, 5}, {3, 3}, {9, 7}},
+                        {{3, 1}, {5, 1}, {4, 1}},
+                        {{6, 3}, {0, 0}, {5, 2}},
+                        {{5, 2}, {0, 0}, {6, 3}},
+                        {{4, 1}, {0, 0}, {8, 2}}});
+}
+
+TEST_CASE("router: a replica set has distinct servers and holds() agrees with it in every mode") {
+  for (RoutingMode mode : kRoutingModes) {
+    for (uint32_t replicas = 1; replicas <= kMaxReplicas; ++replicas) {
+      Table t = make_table(4, mode);
+      t.replicas = replicas;
+      if (mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
+      auto router = Router::compile(t);
+      CAPTURE(to_string(mode));
+      CAPTURE(replicas);
+      REQUIRE(router->replicas() == replicas);
+      for (uint64_t id = 0; id < 2000; ++id) {
+        const ReplicaSet set = router->replica_set(id * 0x9e3779b97f4a7c15ULL);
+        REQUIRE(set.size == replicas);
+        for (uint32_t server = 0; server < 4; ++server) {
+          int seen = 0;
+          for (uint32_t k = 0; k < set.size; ++k) seen += set.routes[k].server == server;
+          CHECK(seen <= 1);
+          CHECK(router->holds(id * 0x9e3779b97f4a7c15ULL, server) == (seen == 1));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("router: ring replicas depend only on server names, and spread evenly") {
+  Table a = make_table(6, RoutingMode::kRing);
+  a.replicas = 2;
+  Table b = a;
+  std::reverse(b.servers.begin(), b.servers.end());
+  for (auto& s : b.servers) s.address = "127.0.0.1:" + std::to_string(1000 + s.shards);
+  auto ra = Router::compile(a);
+  auto rb = Router::compile(b);
+  std::map<std::string, int> replica_of;
+  const int n = 60'000;
+  for (uint64_t id = 0; id < n; ++id) {
+    const ReplicaSet sa = ra->replica_set(id);
+    const ReplicaSet sb = rb->replica_set(id);
+    for (uint32_t k = 0; k < 2; ++k) {
+      REQUIRE(a.servers[sa.routes[k].server].name == b.servers[sb.routes[k].server].name);
+    }
+    ++replica_of[a.servers[sa.routes[1].server].name];
+  }
+  // Each of 6 servers is the second copy of about 1/6 of the ids.
+  for (const auto& entry : replica_of) {
+    CAPTURE(entry.first);
+    CHECK(entry.second > n / 6 * 8 / 10);
+    CHECK(entry.second < n / 6 * 12 / 10);
+  }
+}
+
+TEST_CASE("router: replicas are validated against the server count") {
+  Table t = make_table(2, RoutingMode::kModulo);
+  t.replicas = 3;
+  CHECK(validate(t).find("only 2 servers") != std::string::npos);
+  t.replicas = 0;
+  CHECK(validate(t).find("replicas 0") != std::string::npos);
+  t.replicas = 4;
+  CHECK_FALSE(validate(t).empty());
+  t.replicas = 2;
+  CHECK(validate(t).empty());
 }
 
 }  // namespace imhash

@@ -200,8 +200,9 @@ TEST_CASE("routing_table: JSON errors name what is wrong") {
   CHECK(error_of("[1, 2]") == "the table must be a JSON object, not an array");
 
   // Unknown and missing keys, by their full path.
-  CHECK(error_of(head + one + R"(, "modulo_hsh": "mix"})") ==
-        R"(unknown key "modulo_hsh" (expected version, mode, modulo_hash, servers, ranges))");
+  CHECK(
+      error_of(head + one + R"(, "modulo_hsh": "mix"})") ==
+      R"(unknown key "modulo_hsh" (expected version, mode, modulo_hash, replicas, servers, ranges))");
   CHECK(error_of(head + R"("servers": [{"name": "a", "shard": 2}]})") ==
         R"(unknown key "servers[0].shard" (expected name, address, shards, weight))");
   CHECK(error_of(range_head +
@@ -696,6 +697,126 @@ TEST_CASE("routing_table: add_server and remove_server") {
                                {6148914691236517205ULL, 12297829382473034409ULL, "h2"},
                                {12297829382473034410ULL, kMax, "h3"}});
   }
+}
+
+TEST_CASE("routing_table: set_replicas") {
+  Table t = modulo_table(3);
+  TableResult r = set_replicas(t, 2);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  Table want = t;
+  want.replicas = 2;
+  CHECK(*r.table == want);  // nothing else changes, and the version is the caller's to bump
+  r = set_replicas(*r.table, 3);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.table->replicas == 3);
+  r = set_replicas(*r.table, 1);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(*r.table == t);
+
+  CHECK(set_replicas(t, 1).error ==
+        "cannot set replicas 1: the table already keeps 1 copy of each record");
+  CHECK(set_replicas(want, 2).error ==
+        "cannot set replicas 2: the table already keeps 2 copies of each record");
+  // Otherwise validate()'s sentence, after what was asked.
+  for (const uint32_t n : {0u, 4u, 1000u}) {
+    Table bad = t;
+    bad.replicas = n;
+    CAPTURE(n);
+    CHECK(set_replicas(t, n).error ==
+          "cannot set replicas " + std::to_string(n) + ": " + validate(bad));
+    CHECK(contains(set_replicas(t, n).error, "1 to 3"));
+  }
+  Table two = modulo_table(2);
+  Table three_copies = two;
+  three_copies.replicas = 3;
+  CHECK(set_replicas(two, 3).error == "cannot set replicas 3: " + validate(three_copies));
+  CHECK(contains(set_replicas(two, 3).error, "only 2 servers"));
+
+  // Every mode: the ranges and weights stay as they are.
+  Table range = range_table();
+  r = set_replicas(range, 3);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.table->ranges == range.ranges);
+  Table ring = modulo_table(4);
+  ring.mode = RoutingMode::kRing;
+  ring.servers[1].weight = 5;
+  r = set_replicas(ring, 2);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.table->servers == ring.servers);
+}
+
+TEST_CASE("routing_table: remove_server leaves a server for every copy") {
+  Table t = modulo_table(3);
+  t.replicas = 3;
+  CHECK(remove_server(t, "hash2").error ==
+        "cannot remove server \"hash2\": the table keeps 3 copies of each record and would have "
+        "only 2 servers: lower replicas first (imctl replicas 2)");
+  t.replicas = 2;
+  TableResult r = remove_server(t, "hash2");
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.table->replicas == 2);
+  CHECK(r.table->servers.size() == 2);
+  CHECK(remove_server(*r.table, "hash1").error ==
+        "cannot remove server \"hash1\": the table keeps 2 copies of each record and would have "
+        "only 1 server: lower replicas first (imctl replicas 1)");
+  // The unknown name and the last server are said as before.
+  CHECK(contains(remove_server(*r.table, "nope").error, "there is no server of that name"));
+  // In range mode as well (the check comes before the ranges are handed over).
+  Table range = range_table();
+  range.replicas = 3;
+  r = remove_server(range, "h4");
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(contains(remove_server(*r.table, "h1").error, "lower replicas first (imctl replicas 2)"));
+  CHECK(replicas_exceed_servers(3, 1) ==
+        "the table keeps 3 copies of each record and would have only 1 server: lower replicas "
+        "first (imctl replicas 1)");
+}
+
+TEST_CASE("routing_table: replicas in JSON") {
+  Table modulo = modulo_table(3);
+  modulo.replicas = 2;
+  Table ring = modulo_table(4);
+  ring.mode = RoutingMode::kRing;
+  ring.replicas = 3;
+  Table range = range_table();
+  range.replicas = 2;
+  for (const Table& t : {modulo, ring, range}) {
+    REQUIRE(validate(t).empty());
+    const std::string json = table_to_json(t);
+    CAPTURE(json);
+    CHECK(contains(json, "\"replicas\": " + std::to_string(t.replicas) + ",\n"));
+    TableResult back = parse_table_json(json);
+    REQUIRE_MESSAGE(back.ok(), back.error);
+    CHECK(back.table->replicas == t.replicas);
+    CHECK(*back.table == t);
+    CHECK(table_to_json(*back.table) == json);
+  }
+  // One copy is the default: not written, and a table without the key keeps one.
+  CHECK_FALSE(contains(table_to_json(modulo_table(3)), "replicas"));
+  TableResult r = parse_table_json(
+      R"({"version": 1, "mode": "modulo", "servers": [{"name": "a"}, {"name": "b"}]})");
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.table->replicas == 1);
+  r = parse_table_json(R"({"version": 1, "mode": "modulo", "replicas": 1,
+                           "servers": [{"name": "a"}, {"name": "b"}]})");
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.table->replicas == 1);
+
+  // A table file with more copies than servers, or out of bounds, is refused with validate()'s
+  // sentence.
+  Table bad = modulo_table(2);
+  bad.replicas = 3;
+  check_invalid(bad, {"3 copies", "only 2 servers"});
+  bad.replicas = 4;
+  check_invalid(bad, {"replicas 4", "1 to 3"});
+  bad.replicas = 0;
+  check_invalid(bad, {"replicas 0", "1 to 3"});
+  check_parse_error(
+      R"({"version": 1, "mode": "modulo", "replicas": "2", "servers": [{"name": "a"}]})",
+      {"replicas", "integer"});
+  check_parse_error(
+      R"({"version": 1, "mode": "modulo", "replicas": -1, "servers": [{"name": "a"}]})",
+      {"replicas", "integer"});
 }
 
 TEST_CASE("routing_table: names of modes and hashes") {

@@ -1,0 +1,71 @@
+#include "config_server/refills.h"
+
+#include <algorithm>
+
+namespace imhash {
+
+void Refills::start(const std::string& server, uint64_t version,
+                    const std::vector<std::string>& peers, int64_t now_ns) {
+  Refill& r = refills_[server];
+  r = Refill{};
+  r.version = version;
+  r.started_ns = now_ns;
+  for (const std::string& p : peers) {
+    if (p != server) r.waiting.insert(p);
+  }
+}
+
+std::vector<std::string> Refills::on_report(const std::string& peer,
+                                            const control::StreamReport& report) {
+  if (report.state != control::StreamState::kDone) return {};
+  for (auto& [server, r] : refills_) {
+    if (report.version < r.version || !r.waiting.count(peer)) continue;
+    if (std::find(report.lost.begin(), report.lost.end(), server) == report.lost.end()) continue;
+    r.waiting.erase(peer);
+    r.done.insert(peer);
+  }
+  return take_complete();
+}
+
+std::vector<std::string> Refills::drop_peer(const std::string& peer) {
+  for (auto& entry : refills_) entry.second.waiting.erase(peer);
+  return take_complete();
+}
+
+void Refills::cancel(const std::string& server) { refills_.erase(server); }
+
+std::vector<std::string> Refills::clear() {
+  std::vector<std::string> servers;
+  for (const auto& entry : refills_) servers.push_back(entry.first);
+  refills_.clear();
+  return servers;
+}
+
+std::vector<std::string> Refills::take_complete() {
+  std::vector<std::string> complete;
+  for (auto it = refills_.begin(); it != refills_.end();) {
+    if (it->second.waiting.empty()) {
+      complete.push_back(it->first);
+      it = refills_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return complete;
+}
+
+boost::json::array Refills::json(int64_t now_ns) const {
+  boost::json::array out;
+  for (const auto& [server, r] : refills_) {
+    boost::json::array waiting(r.waiting.begin(), r.waiting.end());
+    boost::json::array done(r.done.begin(), r.done.end());
+    out.push_back(boost::json::object{{"server", server},
+                                      {"version", r.version},
+                                      {"waiting", std::move(waiting)},
+                                      {"done", std::move(done)},
+                                      {"seconds", (now_ns - r.started_ns) / 1'000'000'000}});
+  }
+  return out;
+}
+
+}  // namespace imhash

@@ -1,0 +1,24 @@
+// Runs of the real udp_sim for integration tests: a verified login storm, and a lookup of every
+// user without logging in (what a silent user's contacts see). Used from the test's thread.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <string_view>
+
+#include "tests/integration/child_process.h"
+
+namespace imhash::test {
+
+// Waits (bounded) for udp_sim's JSON summary on stdout and parses it.
+boost::json::object run_sim(ChildProcess& sim);
+uint64_t number(const boost::json::object& o, std::string_view key);
+
+// `users` users from `first` log in once each through `udp` (a storm, verified: every LOGIN and
+// its LOOKUP answered OK), then stay silent.
+void log_in(uint16_t udp, uint64_t first, uint64_t users);
+// Every one of those users is looked up once, without logging in: how many were found with the
+// endpoint they registered (the failures are printed).
+uint64_t found(uint16_t udp, uint64_t first, uint64_t users);
+
+}  // namespace imhash::test

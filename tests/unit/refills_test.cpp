@@ -1,0 +1,67 @@
+// Tests of the config server's book of refills (config_server/refills.h): a refill completes when
+// every peer it waits for reports a stream done at its version or later with the refilled server
+// among the stream's `lost`, or has gone; older, running or unrelated reports do not count.
+#include "config_server/refills.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace imhash;
+using control::StreamReport;
+using control::StreamState;
+
+namespace {
+
+StreamReport report(uint64_t version, StreamState state, std::vector<std::string> lost) {
+  StreamReport r;
+  r.version = version;
+  r.state = state;
+  r.lost = std::move(lost);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("refills: complete once every peer's stream with the server as lost is done") {
+  Refills book;
+  book.start("hash2", 7, {"hash1", "hash2", "hash3"}, 0);
+  REQUIRE(book.refilling("hash2"));
+  CHECK(book.all().at("hash2").waiting == std::set<std::string>{"hash1", "hash3"});
+  // Not counted: running, an older version, a stream that did not refill hash2, a stranger.
+  CHECK(book.on_report("hash1", report(7, StreamState::kRunning, {"hash2"})).empty());
+  CHECK(book.on_report("hash1", report(6, StreamState::kDone, {"hash2"})).empty());
+  CHECK(book.on_report("hash1", report(7, StreamState::kDone, {})).empty());
+  CHECK(book.on_report("hash9", report(7, StreamState::kDone, {"hash2"})).empty());
+  CHECK(book.all().at("hash2").waiting.size() == 2);
+  // Counted: done at the version, or a later one.
+  CHECK(book.on_report("hash1", report(7, StreamState::kDone, {"hash2"})).empty());
+  CHECK(book.all().at("hash2").done == std::set<std::string>{"hash1"});
+  CHECK(book.on_report("hash3", report(9, StreamState::kDone, {"hash4", "hash2"})) ==
+        std::vector<std::string>{"hash2"});
+  CHECK_FALSE(book.refilling("hash2"));
+}
+
+TEST_CASE("refills: a peer that goes away is not waited for, and a start again starts over") {
+  Refills book;
+  book.start("hash1", 3, {"hash2", "hash3"}, 0);
+  book.start("hash4", 3, {"hash2", "hash3"}, 0);
+  CHECK(book.on_report("hash2", report(3, StreamState::kDone, {"hash1", "hash4"})).empty());
+  CHECK(book.drop_peer("hash3") == std::vector<std::string>{"hash1", "hash4"});
+  CHECK(book.all().empty());
+
+  book.start("hash1", 5, {"hash2"}, 0);
+  book.start("hash1", 6, {"hash2", "hash3"}, 0);  // restarted again: only the new start counts
+  CHECK(book.on_report("hash2", report(5, StreamState::kDone, {"hash1"})).empty());
+  book.cancel("hash1");
+  CHECK_FALSE(book.refilling("hash1"));
+  book.start("hash5", 1, {}, 1'000'000'000);  // nobody to wait for: complete at the next event
+  CHECK(book.drop_peer("nobody") == std::vector<std::string>{"hash5"});
+  book.start("hash6", 1, {"hash2"}, 1'000'000'000);
+  const auto j = book.json(4'000'000'000);
+  REQUIRE(j.size() == 1);
+  CHECK(j[0].as_object().at("server").as_string() == "hash6");
+  CHECK(j[0].as_object().at("seconds").to_number<int64_t>() == 3);
+  CHECK(book.clear() == std::vector<std::string>{"hash6"});
+}
