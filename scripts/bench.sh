@@ -28,7 +28,9 @@
 # BENCH_STORM_SHARDS (default "1 2"), BENCH_STREAM_RECORDS (5000000), BENCH_STREAM_SHARDS (2),
 # BENCH_STREAM_RATE (the moving server's --stream-rate; default: its default), BENCH_HASH_PARTS (hash: default "rates memory purge ab"),
 # BENCH_AB_ROUNDS (hash A/B: default 3),
-# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_KEYS (e2e: "on"
+# BENCH_HASH_SERVERS (e2e: the cluster sizes to run, default "1 3"), BENCH_E2E_REPLICAS (e2e: the
+# copies of each record to run each size with, default "1"; "1 2" gives the cost of replicas,
+# sizes with fewer servers than copies are skipped), BENCH_E2E_KEYS (e2e: "on"
 # by default, the cluster key on every link; "off on" runs each size without, then with it; "tls":
 # the cluster key and TLS on the login -> hash links, so "on tls" gives the cost of TLS),
 # BENCH_GUEST_HALT_POLL_NS
@@ -223,18 +225,22 @@ bench_e2e() {
   # "tls": the cluster key and TLS on every login -> hash link (certificates made here).
   (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/cluster.key")
   [[ " ${BENCH_E2E_KEYS:-on} " == *" tls "* ]] && "$IMHASH_ROOT/scripts/tls_certs.sh" "$work/tls" ca node
-  local servers keyed
+  local servers keyed replicas
   for servers in ${BENCH_HASH_SERVERS:-1 3}; do
+  for replicas in ${BENCH_E2E_REPLICAS:-1}; do
+  ((replicas <= servers)) || continue
   for keyed in ${BENCH_E2E_KEYS:-on}; do
     local key_args=()
     [[ $keyed == on || $keyed == tls ]] && key_args=(--cluster-key-file "$work/cluster.key")
     [[ $keyed == tls ]] &&
       key_args+=(--tls-cert "$work/tls/node.pem" --tls-key "$work/tls/node.key" --tls-ca "$work/tls/ca.pem")
-    "$IMHASH_ROOT/scripts/cluster.sh" start --hash "$servers" --shards 1 --threads 1 "${key_args[@]}" >/dev/null
+    "$IMHASH_ROOT/scripts/cluster.sh" start --hash "$servers" --shards 1 --threads 1 \
+      --replicas "$replicas" "${key_args[@]}" >/dev/null
     local target
     target=$(cat "$work/cluster/login.addr")
     local label="cluster key $keyed"
     [[ $keyed == tls ]] && label="cluster key on + TLS"
+    ((replicas > 1)) && label+=", $replicas copies of each record"
     echo "== end to end, $servers hash server(s) (1 shard each), 1 login thread, $label: udp_sim"
     echo "   (closed loop, window 64, 48-byte requests, one source socket) vs udp_limit, ${seconds}s each, $(nproc) cores"
     for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
@@ -265,6 +271,7 @@ bench_e2e() {
     printf "imhash:                           %s\n" \
       "$("$sim" --target "$target" "${lat[@]}" 2>/dev/null | json_field "$fmt")"
     "$IMHASH_ROOT/scripts/cluster.sh" stop >/dev/null
+  done
   done
   done
 }

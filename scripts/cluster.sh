@@ -2,6 +2,7 @@
 # A local imhash cluster on loopback: hash servers and a login server from a table file.
 # Usage:
 #   scripts/cluster.sh start [--hash N] [--shards S] [--threads T] [--mode modulo|range|ring]
+#                            [--replicas R]   (copies of each record, 1 to 3: docs/design.md §3)
 #                            [--cluster-key-file FILE]   (every link proves the key: docs/security.md)
 #                            [--tls-cert FILE --tls-key FILE --tls-ca FILE]   (TLS on login -> hash
 #                            links; one certificate for every node: scripts/tls_certs.sh makes one)
@@ -37,9 +38,9 @@ spawn() {
 }
 
 write_table() {
-  local mode="$1" shards="$2" n="$3" i
+  local mode="$1" shards="$2" n="$3" replicas="$4" i
   {
-    echo "{\"version\": 1, \"mode\": \"$mode\", \"servers\": ["
+    echo "{\"version\": 1, \"mode\": \"$mode\", \"replicas\": $replicas, \"servers\": ["
     for ((i = 1; i <= n; i++)); do
       printf '  {"name": "hash%d", "address": "%s", "shards": %d}%s\n' "$i" "$(cat "$run/hash$i.addr")" \
         "$shards" "$([[ $i -lt $n ]] && echo ,)"
@@ -64,7 +65,7 @@ write_table() {
 }
 
 cmd_start() {
-  local hash=3 shards=1 threads=1 mode=ring key=()
+  local hash=3 shards=1 threads=1 mode=ring replicas=1 key=()
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --cluster-key-file) key+=(--cluster-key-file "$2"); shift 2 ;;
@@ -73,6 +74,7 @@ cmd_start() {
       --shards) shards="$2"; shift 2 ;;
       --threads) threads="$2"; shift 2 ;;
       --mode) mode="$2"; shift 2 ;;
+      --replicas) replicas="$2"; shift 2 ;;
       *) usage ;;
     esac
   done
@@ -89,7 +91,7 @@ cmd_start() {
     spawn "hash$i" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 --name "hash$i" \
       --shards "$shards" --log-level warn "${key[@]}"
   done
-  write_table "$mode" "$shards" "$hash"
+  write_table "$mode" "$shards" "$hash" "$replicas"
   # --rate-limit 0: load tests send every simulated user from 127.0.0.1.
   spawn login "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 --table "$run/table.json" \
     --rate-limit 0 \
