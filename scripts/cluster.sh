@@ -40,7 +40,10 @@ spawn() {
 write_table() {
   local mode="$1" shards="$2" n="$3" replicas="$4" i
   {
-    echo "{\"version\": 1, \"mode\": \"$mode\", \"replicas\": $replicas, \"servers\": ["
+    # "replicas" only when there are some, as the config server writes it (older nodes refuse it).
+    local copies=""
+    [[ $replicas != 1 ]] && copies="\"replicas\": $replicas, "
+    echo "{\"version\": 1, \"mode\": \"$mode\", $copies\"servers\": ["
     for ((i = 1; i <= n; i++)); do
       printf '  {"name": "hash%d", "address": "%s", "shards": %d}%s\n' "$i" "$(cat "$run/hash$i.addr")" \
         "$shards" "$([[ $i -lt $n ]] && echo ,)"
