@@ -217,12 +217,17 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
     q->address = target.server->address;
     q->shard = target.shard;
   }
-  if (q->hints.size() >= kMaxHints) {
+  const auto it = q->hints.find(write.ask.user_id);
+  if (it == q->hints.end() && q->hints.size() >= kMaxHints) {
     ++counters_.hints_dropped;
     return;
   }
-  q->hints.push_back(
-      Hint{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds, now_ns});
+  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds, now_ns};
+  if (it == q->hints.end()) {
+    q->hints.emplace(write.ask.user_id, h);
+  } else {
+    it->second = h;  // the later write is the record
+  }
   ++counters_.hints_queued;
 }
 
@@ -231,8 +236,9 @@ bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowAct
   HintQueue* q = hints_for(target);
   if (!q) return true;
   while (!q->hints.empty() && links_.can_send(target)) {
-    const Hint h = q->hints.front();
-    q->hints.pop_front();
+    const auto first = q->hints.begin();
+    const Hint h = first->second;
+    q->hints.erase(first);
     const uint32_t copy = allocate();
     Request& c = slots_[copy];
     c.ask.user_id = h.id;

@@ -21,10 +21,10 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/frame_protocol.h"
@@ -150,11 +150,13 @@ class RequestFlow {
     int64_t until_ns;
   };
   // Hinted hand-off: a write for a member whose link cannot take it is held here, and every later
-  // write for that member queues behind it, until the link is back; then they go in order before
-  // anything else is sent to it (tick, forward). So a member that was out of reach for a while (a
-  // link that broke, a server that restarted empty and is being refilled) misses no write, and a
-  // held LOGOUT reaches it before any later read does. At most kMaxHints per member; beyond that a
-  // write is dropped and counted.
+  // write for that member is held too, until the link is back; then they go before anything else
+  // is sent to it (tick, forward). So a member that was out of reach for a while (a link that
+  // broke, a server that restarted empty and is being refilled) misses no write, and a held LOGOUT
+  // reaches it before any later read does. Only the latest write of each id is kept (a record is
+  // its last write; writes of different ids commute), so a queue holds at most one entry per user
+  // written meanwhile: at most kMaxHints users per member, beyond that a write is dropped and
+  // counted.
   struct Hint {
     frame::FrameType type = frame::FrameType::kUpsert;
     uint64_t id = 0;
@@ -165,9 +167,9 @@ class RequestFlow {
   struct HintQueue {
     std::string server, address;  // the member's identity (its table index may change)
     uint32_t shard = 0;
-    std::deque<Hint> hints;
+    std::unordered_map<uint64_t, Hint> hints;  // by id: its latest write
   };
-  static constexpr size_t kMaxHints = 65536;
+  static constexpr size_t kMaxHints = 262144;
 
   uint32_t allocate();
   void release(uint32_t index);
