@@ -150,7 +150,7 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   // A member that answers but cannot serve (WRONG_SHARD ...) is as good as down: the next one. Not
   // after NOT_FOUND, which is an answer (the user logged out), nor MOVED, which is a newer table.
   if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound &&
-      response.status != FrameStatus::kMoved && read_next_member(index, out)) {
+      response.status != FrameStatus::kMoved && read_next_member(index, now_ns, out)) {
     return;
   }
   if (response.status == FrameStatus::kNotFound && try_fallback_read(index, now_ns, out)) return;
@@ -165,7 +165,7 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!find(token)) return;
   const auto index = static_cast<uint32_t>(token);
-  if (read_next_member(index, out)) return;
+  if (read_next_member(index, now_ns, out)) return;
   fail(index, status, now_ns, out);
 }
 
@@ -197,6 +197,16 @@ size_t RequestFlow::hints() const {
   size_t n = 0;
   for (const HintQueue& q : hint_queues_) n += q.hints.size();
   return n;
+}
+
+bool RequestFlow::held_for(const LinkTarget& target) const {
+  for (const HintQueue& q : hint_queues_) {
+    if (q.shard == target.shard && q.server == target.server->name &&
+        q.address == target.server->address) {
+      return true;
+    }
+  }
+  return false;
 }
 
 RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
@@ -337,7 +347,7 @@ void RequestFlow::write_replicas(uint32_t index, const ReplicaSet& set, uint32_t
   }
 }
 
-bool RequestFlow::read_next_member(uint32_t index, FlowActions& out) {
+bool RequestFlow::read_next_member(uint32_t index, int64_t now_ns, FlowActions& out) {
   // A read the member could not serve is asked again at once at the next member of the replica set
   // that can be reached. (Should the table have changed meanwhile, the walk goes on from the same
   // position in the new set, so a read is still sent at most R times per table.)
@@ -349,8 +359,10 @@ bool RequestFlow::read_next_member(uint32_t index, FlowActions& out) {
   const ReplicaSet set = router_->replica_set(r.ask.user_id);
   for (uint32_t i = r.member + 1u; i < set.size; ++i) {
     const LinkTarget target = member_target(set.routes[i]);
-    if (!links_.can_send(target)) continue;
-    r.member = static_cast<uint8_t>(i);
+    // Not one with writes held for it: it has not had them yet (ready() sends them first, and
+    // may add slots: `r` is not used after it).
+    if (!ready(target, now_ns, out)) continue;
+    slots_[index].member = static_cast<uint8_t>(i);
     ++counters_.replica_reads;
     send(index, target, router_->version(), out);
     return true;
@@ -406,7 +418,8 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
       const bool current = now && now->address == then.address && now->shards == then.shards;
       target = LinkTarget{&then, current ? static_cast<uint32_t>(i) : LinkTarget::kNotCurrent,
                           route.shard};
-      if (!links_.can_send(target)) continue;  // unreachable: nothing to read or delete there now
+      // Unreachable, or with writes held for it (it may answer from before them): not now.
+      if (!links_.can_send(target) || held_for(target)) continue;
       version = e.router->version();
       ++member;
       return true;

@@ -192,12 +192,13 @@ class RequestFlow {
                       FlowActions& out);
   // The member's queue of held writes, or null.
   HintQueue* hints_for(const LinkTarget& target);
+  bool held_for(const LinkTarget& target) const;
   void hold(const LinkTarget& target, const Request& write, int64_t now_ns);
   // Sends the target's held writes while its link takes them; true when none is left.
   bool replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out);
   // A member a frame may go to now: its link takes frames and nothing is held for it.
   bool ready(const LinkTarget& target, int64_t now_ns, FlowActions& out);
-  bool read_next_member(uint32_t index, FlowActions& out);
+  bool read_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
   void read_repair(const Request& found_for, const frame::Response& found, FlowActions& out);
   void need_table(uint64_t their_version, FlowActions& out) const;
   void on_moved(uint32_t index, uint64_t their_version, int64_t now_ns, FlowActions& out);

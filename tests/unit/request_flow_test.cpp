@@ -919,3 +919,25 @@ TEST_CASE("request_flow: writes for a member out of reach are held, the latest o
 }
 
 }  // namespace imhash
+
+namespace imhash {
+
+TEST_CASE("request_flow: a read retried at a member sends the writes held for it first") {
+  Harness h;
+  h.set(routing(replicated(2, 1, 2)));  // id 10: hash1, then hash2
+  h.links.blocked = {"hash2"};
+  REQUIRE(h.request(Op::kLogin, 10).size() == 1);  // hash2's copy is held
+  h.links.blocked.clear();
+  const auto read = h.request(Op::kLookup, 10);  // a copy: the next call reuses the list
+  REQUIRE(read.size() == 1);
+  check_send(read[0], "hash1", FrameType::kGet, 2);
+  // hash1 fails: the read goes to hash2, behind the LOGIN it has not had yet.
+  auto& next = h.fail_with(read[0].token, Status::kTimeout);
+  REQUIRE(next.size() == 2);
+  check_send(next[0], "hash2", FrameType::kUpsert, 2);
+  check_send(next[1], "hash2", FrameType::kGet, 2);
+  CHECK(next[1].token == read[0].token);
+  CHECK(h.flow.hints() == 0);
+}
+
+}  // namespace imhash
