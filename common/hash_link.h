@@ -93,6 +93,8 @@ class HashLink {
   bool full() const { return pending_.full(); }
   // Up and not full: a frame submitted now is sent.
   bool can_send() const { return up() && !full(); }
+  // How many frames submitted now are sent (0 unless can_send()).
+  uint32_t room() const { return up() ? pending_.room() : 0; }
   uint32_t in_flight() const { return pending_.size(); }
   // True once the first connection attempt has succeeded or failed.
   bool first_attempt_done() const { return attempts_ > 0; }

@@ -6,6 +6,7 @@
 // Not thread-safe: owned by one link, on its worker's thread.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -29,6 +30,10 @@ class PendingTable {
   uint32_t size() const { return capacity() - free_count_; }
   // Full when no slot is free or the send-order ring is full (a stuck oldest request).
   bool full() const { return free_count_ == 0 || order_count_ == order_.size(); }
+  // How many more entries fit now (0 when full()).
+  uint32_t room() const {
+    return std::min(free_count_, static_cast<uint32_t>(order_.size() - order_count_));
+  }
 
   // Stores `value`; returns its correlation id. Precondition: !full().
   uint32_t insert(T value, int64_t deadline) {

@@ -165,6 +165,7 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (!find(token)) return;
   const auto index = static_cast<uint32_t>(token);
+  if (status == Status::kUnavailable) hold_again(index, now_ns);
   if (read_next_member(index, now_ns, out)) return;
   fail(index, status, now_ns, out);
 }
@@ -199,27 +200,28 @@ size_t RequestFlow::hints() const {
   return n;
 }
 
-bool RequestFlow::held_for(const LinkTarget& target) const {
-  for (const HintQueue& q : hint_queues_) {
+size_t RequestFlow::hint_queue_of(const LinkTarget& target) const {
+  for (size_t i = 0; i < hint_queues_.size(); ++i) {
+    const HintQueue& q = hint_queues_[i];
     if (q.shard == target.shard && q.server == target.server->name &&
         q.address == target.server->address) {
-      return true;
+      return i;
     }
   }
-  return false;
+  return hint_queues_.size();
+}
+
+bool RequestFlow::held_for(const LinkTarget& target) const {
+  return hint_queue_of(target) < hint_queues_.size();
 }
 
 RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
-  for (HintQueue& q : hint_queues_) {
-    if (q.shard == target.shard && q.server == target.server->name &&
-        q.address == target.server->address) {
-      return &q;
-    }
-  }
-  return nullptr;
+  const size_t i = hint_queue_of(target);
+  return i < hint_queues_.size() ? &hint_queues_[i] : nullptr;
 }
 
-void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns) {
+void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns,
+                       bool keep_later) {
   HintQueue* q = hints_for(target);
   if (!q) {
     q = &hint_queues_.emplace_back();
@@ -228,6 +230,7 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
     q->shard = target.shard;
   }
   const auto it = q->hints.find(write.ask.user_id);
+  if (it != q->hints.end() && keep_later) return;
   if (it == q->hints.end() && q->hints.size() >= kMaxHints) {
     ++counters_.hints_dropped;
     return;
@@ -241,11 +244,35 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
   ++counters_.hints_queued;
 }
 
-bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out) {
+void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
+  // Writes only, and only plain ones: old-copy deletes and repairs are best effort. The link is
+  // named by its index in the table the frame was sent under: after a table change the write is
+  // not held (the change streams records to new members anyway).
+  const Request& r = slots_[index];
+  if (r.type == FrameType::kGet || r.flags != 0 || r.link_server == LinkTarget::kNotCurrent ||
+      !router_ || router_->version() != r.link_version ||
+      r.link_server >= router_->table().servers.size()) {
+    return;
+  }
+  const LinkTarget target{&router_->table().servers[r.link_server], r.link_server, r.link_shard};
+  hold(target, r, now_ns, /*keep_later=*/true);
+}
+
+bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
+                               uint32_t reserve) {
   if (hint_queues_.empty()) return true;
   HintQueue* q = hints_for(target);
   if (!q) return true;
-  while (!q->hints.empty() && links_.can_send(target)) {
+  // The link's room as of now, less the frames for it this call has returned already (they are
+  // submitted after it: a write whose first member is not ready asks again for its copy). Frames
+  // beyond the room would fail, and be held again, for nothing.
+  const uint32_t room = links_.room(target);
+  uint32_t taken = reserve;
+  for (const FlowAction& a : out) {
+    taken += a.kind == FlowAction::kSend && same_link(a.target, target);
+  }
+  for (uint32_t budget = room > taken ? room - taken : 0; !q->hints.empty() && budget > 0;
+       --budget) {
     const auto first = q->hints.begin();
     const Hint h = first->second;
     q->hints.erase(first);
@@ -266,7 +293,12 @@ bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowAct
 }
 
 bool RequestFlow::ready(const LinkTarget& target, int64_t now_ns, FlowActions& out) {
-  return links_.can_send(target) && replay_hints(target, now_ns, out);
+  return links_.can_send(target) && replay_hints(target, now_ns, out, /*reserve=*/1);
+}
+
+bool RequestFlow::same_link(const LinkTarget& a, const LinkTarget& b) {
+  return a.shard == b.shard && a.server->name == b.server->name &&
+         a.server->address == b.server->address;
 }
 
 // ---- the stages ---------------------------------------------------------------------------------
@@ -288,6 +320,10 @@ void RequestFlow::send(uint32_t index, const LinkTarget& target, uint64_t table_
     a.frame.age_seconds = r.age_seconds;
   }
   a.token = token_of(index);
+  Request& sent = slots_[index];
+  sent.link_server = target.current;
+  sent.link_shard = target.shard;
+  sent.link_version = router_ ? router_->version() : 0;
 }
 
 void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {

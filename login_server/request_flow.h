@@ -48,11 +48,14 @@ struct LinkTarget {
   uint32_t shard = 0;
 };
 
-// What the flow asks of the links: can a frame for `target` be sent now (the link is up and not
-// full)? Implemented by the worker; by a fake in tests.
+// What the flow asks of the links: how many frames for `target` can be sent now (0: the link is
+// down or full)? Implemented by the worker; by a fake in tests. The answer is as of the call: the
+// frames a flow call returns are submitted after it, so a caller that sends several frames to one
+// target counts them against one answer.
 class LinkView {
  public:
-  virtual bool can_send(const LinkTarget& target) const = 0;
+  virtual uint32_t room(const LinkTarget& target) const = 0;
+  bool can_send(const LinkTarget& target) const { return room(target) > 0; }
 
  protected:
   ~LinkView() = default;
@@ -144,6 +147,12 @@ class RequestFlow {
     int64_t received_ns = 0;     // for the latency histogram (0: a repair)
     uint32_t generation = 0;     // of the slot, so a stale token finds nothing
     bool live = false;
+    // The link it was last sent on: its server's index in table `link_version` (kNotCurrent: a
+    // server only an earlier table has) and shard. A write whose frame never reached the server
+    // is held for it (see hold_again).
+    uint32_t link_server = LinkTarget::kNotCurrent;
+    uint32_t link_shard = 0;
+    uint64_t link_version = 0;
   };
   struct Parked {
     uint32_t index;
@@ -156,7 +165,9 @@ class RequestFlow {
   // reaches it before any later read does. Only the latest write of each id is kept (a record is
   // its last write; writes of different ids commute), so a queue holds at most one entry per user
   // written meanwhile: at most kMaxHints users per member, beyond that a write is dropped and
-  // counted.
+  // counted. A write that failed UNAVAILABLE (its link broke, or it was never submitted because
+  // the link was full) is held again too, unless a later write of the id is held already; one
+  // that timed out is not (it may still be applied, and a replay could undo a later write).
   struct Hint {
     frame::FrameType type = frame::FrameType::kUpsert;
     uint64_t id = 0;
@@ -190,13 +201,25 @@ class RequestFlow {
   bool try_fallback_read(uint32_t index, int64_t now_ns, FlowActions& out);
   void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, int64_t now_ns,
                       FlowActions& out);
+  // Whether two targets are one link (a server by name and address, and a shard).
+  static bool same_link(const LinkTarget& a, const LinkTarget& b);
+  // The index in hint_queues_ of the member's queue of held writes (size(): none).
+  size_t hint_queue_of(const LinkTarget& target) const;
   // The member's queue of held writes, or null.
   HintQueue* hints_for(const LinkTarget& target);
   bool held_for(const LinkTarget& target) const;
-  void hold(const LinkTarget& target, const Request& write, int64_t now_ns);
-  // Sends the target's held writes while its link takes them; true when none is left.
-  bool replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out);
-  // A member a frame may go to now: its link takes frames and nothing is held for it.
+  // Holds `write` for `target`: in place of any write of the id held before, or, with
+  // `keep_later`, only if none is held (that one is later).
+  void hold(const LinkTarget& target, const Request& write, int64_t now_ns,
+            bool keep_later = false);
+  // The write in slot `index` failed UNAVAILABLE on its link: held for that member again.
+  void hold_again(uint32_t index, int64_t now_ns);
+  // Sends the target's held writes while its link has room, keeping `reserve` frames of it for
+  // the caller; true when none is left.
+  bool replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
+                    uint32_t reserve = 0);
+  // A member a frame may go to now: its link takes frames and nothing is held for it (held
+  // writes are sent first, leaving room for that frame).
   bool ready(const LinkTarget& target, int64_t now_ns, FlowActions& out);
   bool read_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
   void read_repair(const Request& found_for, const frame::Response& found, FlowActions& out);

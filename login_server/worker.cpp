@@ -184,9 +184,9 @@ HashLink* Worker::link_for(const LinkTarget& target) const {
   return nullptr;
 }
 
-bool Worker::can_send(const LinkTarget& target) const {
+uint32_t Worker::room(const LinkTarget& target) const {
   const HashLink* link = link_for(target);
-  return link && link->can_send();
+  return link ? link->room() : 0;
 }
 
 uint32_t Worker::links_in_flight() const {

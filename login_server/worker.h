@@ -58,7 +58,7 @@ class Worker final : public LinkListener, public LinkView {
   void on_answer(uint64_t token, const frame::Response& response) override;
   void on_failure(uint64_t token, client::Status status) override;
   void after_link_io() override;
-  bool can_send(const LinkTarget& target) const override;
+  uint32_t room(const LinkTarget& target) const override;
 
  private:
   // The links to every shard of one server; the server is shards.front()->server().

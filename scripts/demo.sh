@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole imhash system on this machine, on loopback: a config server, three hash servers and a
 # login server; a simulated load of 50,000 users (udp_sim --verify) runs while a range of users is
-# reassigned live, a fourth hash server joins, and the old copies are purged. Prints what happened,
-# then stops everything it started. Installs and builds what is missing (Debian 12, as root).
+# reassigned live, a fourth hash server joins, and the old copies are purged. Then every user gets a
+# second copy (imctl replicas 2), and under a second verified load one hash server is killed with
+# kill -9 and restarted empty. Prints what happened, then stops everything it started. Installs and
+# builds what is missing (Debian 12, as root).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -24,9 +26,13 @@ start_config_server "$work" --heartbeat-ms 250 --grace-ms 10000 --initial-mode r
 CONFIG=$CONFIG_ADDR ADMIN=$ADMIN_ADDR
 echo "config server: nodes dial $CONFIG (proving the cluster key $work/cluster.key), admin API on http://$ADMIN"
 
+HASH_PID=() HASH_ADDR=()
+# start_hash N [LOG [ADDRESS]]: hash server hashN, its output in LOG.out/.log (default hashN),
+# listening on ADDRESS (default a free port).
 start_hash() {
-  start_daemon "hash$1" "$work" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
-    --name "hash$1" --shards 1 --config "$CONFIG" "${KEY[@]}"
+  start_daemon "${2:-hash$1}" "$work" "$IMHASH_BUILD/hash_server/hash_server" \
+    --listen "${3:-127.0.0.1:0}" --name "hash$1" --shards 1 --config "$CONFIG" "${KEY[@]}"
+  HASH_PID[$1]=$DAEMON_PID HASH_ADDR[$1]=$LISTEN_ADDR
   echo "hash$1: $LISTEN_ADDR"
   wait_registered "$ADMIN" "hash$1" || true
 }
@@ -41,10 +47,14 @@ sleep 0.5
 imctl status
 
 say "Load: 50,000 simulated users for 14 s (udp_sim --verify checks every lookup)"
-"$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$LOGIN" --users 50000 --duration 14 --window 32 \
-  --verify --log-level warn >"$work/udp_sim.out" 2>&1 &
-SIM=$!
-STARTED_PIDS+=($SIM)
+# start_load OUT: 50,000 verified users for 14 s in the background, the summary in OUT; sets SIM.
+start_load() {
+  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$LOGIN" --users 50000 --duration 14 --window 32 \
+    --verify --log-level warn >"$1" 2>&1 &
+  SIM=$!
+  STARTED_PIDS+=($SIM)
+}
+start_load "$work/udp_sim.out"
 sleep 3
 before1=$(records_of hash1)
 echo "users 1..50000 all live in hash1's range: hash1 holds $before1 records"
@@ -83,9 +93,45 @@ echo "records after the purge:  hash1 $(records_of hash1)  hash2 $(records_of ha
 imctl servers
 imctl history --limit 5
 
+failed_of() { grep -o 'verify_failed [0-9]*' "$1" | head -n 1 | grep -o '[0-9]*$' || echo "?"; }
+failed1=$(failed_of "$work/udp_sim.out")
+
+say "Replicas: every user gets a second copy on another hash server (imctl replicas 2)"
+imctl replicas 2
+# The new copies stream from the servers that hold the records (imctl stream status).
+for _ in $(seq 1 100); do
+  imctl --json stream status | grep -q '"state":"running"' || break
+  sleep 0.2
+done
+imctl where 12345
+
+say "Load again: 50,000 users for 14 s; after 4 s hash2 is killed with kill -9"
+start_load "$work/udp_sim2.out"
+sleep 4
+# (wait: reaped here, so the shell does not report the kill as a failed job)
+{ kill -9 "${HASH_PID[2]}" && wait "${HASH_PID[2]}"; } 2>/dev/null || true
+echo "kill -9 hash2 (pid ${HASH_PID[2]}): its users' lookups go to their second copy"
+sleep 3
+tail -n 1 "$work/udp_sim2.out"
+
+say "hash2 restarts empty on its old address and is refilled from its peers"
+start_hash 2 hash2-restarted "${HASH_ADDR[2]}"
+sleep 0.5  # it registers, and the config server starts its refill
+for _ in $(seq 1 100); do
+  imctl --json status | grep -q '"refills":\[\]' && break
+  sleep 0.1
+done
+echo "hash2 holds $(records_of hash2) records again"
+imctl servers
+wait "$SIM" && sim2_rc=0 || sim2_rc=$?
+sed -n '/^udp_sim summary/,$p' "$work/udp_sim2.out"
+failed2=$(failed_of "$work/udp_sim2.out")
+
 say "Result"
-failed=$(grep -o 'verify_failed [0-9]*' "$work/udp_sim.out" | head -n 1 | grep -o '[0-9]*$' || echo "?")
 echo "table versions: $(imctl --json status | grep -o '"version":[0-9]*' | head -n 1 | cut -d: -f2), every node converged: $(imctl --json status | grep -o '"converged":[a-z]*' | cut -d: -f2)"
-echo "lookups of logged-in users that failed: $failed"
-[[ $sim_rc -eq 0 && "$failed" == 0 ]] && echo "PASS: no lookup lost while ranges moved and a server joined" ||
-  { echo "FAIL (udp_sim exit $sim_rc)"; exit 1; }
+echo "while ranges moved and a server joined: lookups of logged-in users that failed: $failed1"
+echo "while hash2 was killed and refilled:    lookups of logged-in users that failed: $failed2"
+[[ $sim_rc -eq 0 && "$failed1" == 0 ]] || { echo "FAIL (first load: udp_sim exit $sim_rc)"; exit 1; }
+[[ $sim2_rc -eq 0 && "$failed2" == 0 ]] || { echo "FAIL (second load: udp_sim exit $sim2_rc)"; exit 1; }
+echo "lookups of logged-in users that failed: 0"
+echo "PASS: no lookup lost while ranges moved, a server joined, and a server was killed and refilled"

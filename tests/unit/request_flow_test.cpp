@@ -20,11 +20,14 @@ using frame::FrameType;
 
 constexpr int64_t kMs = 1'000'000;
 
-// Links are usable unless the test blocks their server by name.
+// Links take `capacity` frames each unless the test blocks their server by name.
 class FakeLinks final : public LinkView {
  public:
-  bool can_send(const LinkTarget& t) const override { return !blocked.contains(t.server->name); }
+  uint32_t room(const LinkTarget& t) const override {
+    return blocked.contains(t.server->name) ? 0 : capacity;
+  }
   std::set<std::string> blocked;
+  uint32_t capacity = 1024;
 };
 
 // Range tables over hash1..hash3: ids below 1000 on `low`, the rest on hash3.
@@ -487,8 +490,14 @@ TEST_CASE("request_flow: a replica's copy that fails, is refused or meets MOVED 
     const auto a = h.request(Op::kLogin, 10);
     REQUIRE(a.size() == rf);
     const uint64_t copy = a[rf - 1].token;
-    SUBCASE("a timeout") { CHECK(h.fail_with(copy, Status::kTimeout).empty()); }
-    SUBCASE("the link goes down") { CHECK(h.fail_with(copy, Status::kUnavailable).empty()); }
+    SUBCASE("a timeout: it may still be applied, so it is not held") {
+      CHECK(h.fail_with(copy, Status::kTimeout).empty());
+      CHECK(h.flow.hints() == 0);
+    }
+    SUBCASE("the link goes down: held for that member") {
+      CHECK(h.fail_with(copy, Status::kUnavailable).empty());
+      CHECK(h.flow.hints() == 1);
+    }
     SUBCASE("an answer that is neither OK nor NOT_FOUND") {
       CHECK(h.answer_with(copy, answer(FrameStatus::kWrongShard)).empty());
     }
@@ -938,6 +947,92 @@ TEST_CASE("request_flow: a read retried at a member sends the writes held for it
   check_send(next[1], "hash2", FrameType::kGet, 2);
   CHECK(next[1].token == read[0].token);
   CHECK(h.flow.hints() == 0);
+}
+
+// Ids below 1000 on shard `shard_of(10, 2)`: one hint queue per member.
+std::vector<uint64_t> ids_on_shard_of_10(size_t n) {
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 10; id < 1000 && ids.size() < n; ++id) {
+    if (shard_of(id, 2) == shard_of(10, 2)) ids.push_back(id);
+  }
+  return ids;
+}
+
+size_t sends_to(const std::vector<FlowAction>& actions, const std::string& server) {
+  size_t n = 0;
+  for (const FlowAction& a : actions)
+    n += a.kind == FlowAction::kSend && a.target.server->name == server;
+  return n;
+}
+
+TEST_CASE("request_flow: held writes go out no faster than the member's link takes them") {
+  Harness h(routing(replicated(2, 2, 2)));  // ids below 1000: hash2, then hash3
+  h.links.blocked = {"hash2"};
+  const std::vector<uint64_t> ids = ids_on_shard_of_10(8);
+  for (const uint64_t id : ids) REQUIRE(sends_to(h.request(Op::kLogin, id), "hash3") == 1);
+  REQUIRE(h.flow.hints() == 8);
+  h.links.blocked.clear();
+  h.links.capacity = 3;
+
+  SUBCASE("the tick sends as many as the link has room for") {
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    CHECK(sends_to(h.out, "hash2") == 3);
+    CHECK(h.flow.hints() == 5);
+  }
+  SUBCASE("a write asks the held member twice (owner, then copy) within one room") {
+    // The owner has writes held: two go out (one frame of room kept for the request), the rest
+    // wait, so hash3 answers; the copy for hash2 finds no room left and is held.
+    auto& a = h.request(Op::kLogin, ids[0]);
+    CHECK(sends_to(a, "hash2") == 2);
+    CHECK(sends_to(a, "hash3") == 1);
+    CHECK(h.flow.hints() == 8 - 2);  // the copy replaced ids[0]'s held LOGIN
+  }
+}
+
+TEST_CASE("request_flow: a write whose link failed is held for its member again") {
+  Harness h(routing(replicated(2, 1, 2)));  // id 10: hash1, then hash2
+  const auto login = h.request(Op::kLogin, 10);
+  REQUIRE(login.size() == 2);
+  // The copy fails as hash2's link breaks; the link comes back: what goes to hash2.
+  const auto copy_fails_then_link_back = [&] {
+    CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
+    CHECK(h.flow.hints() == 1);
+    h.links.blocked.clear();
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 1);
+    return h.out[0];
+  };
+
+  SUBCASE("the copy: sent again once the link is back") {
+    h.links.blocked = {"hash2"};
+    const FlowAction again = copy_fails_then_link_back();
+    check_send(again, "hash2", FrameType::kUpsert, 2);
+    CHECK(again.frame.id == 10);
+    CHECK(again.frame.endpoint == kUserEndpoint);
+  }
+  SUBCASE("not over a later write of the id held meanwhile") {
+    h.links.blocked = {"hash2"};
+    REQUIRE(h.request(Op::kLogout, 10).size() == 1);  // hash2's delete is held
+    check_send(copy_fails_then_link_back(), "hash2", FrameType::kDelete, 2);
+  }
+  SUBCASE("the answering member's: the client hears UNAVAILABLE, the member gets it later") {
+    auto& r = h.fail_with(login[0].token, Status::kUnavailable);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kUnavailable);
+    CHECK(h.flow.hints() == 1);
+    // Reads avoid hash1 until it has had it.
+    auto& read = h.request(Op::kLookup, 10);
+    REQUIRE(read.size() == 2);
+    check_send(read[0], "hash1", FrameType::kUpsert, 2);
+    check_send(read[1], "hash1", FrameType::kGet, 2);
+  }
+  SUBCASE("not after a table change: the write's link is named in the old table") {
+    h.set(routing(replicated(3, 1, 2)));
+    CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
+    CHECK(h.flow.hints() == 0);
+  }
 }
 
 }  // namespace imhash
