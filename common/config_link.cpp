@@ -509,9 +509,10 @@ void ConfigLink::State::encode_output() {
     stream_due = false;
   }
   if (heartbeat_due && welcomed) {
-    control::Heartbeat hb{self.version, {}};
+    control::Heartbeat hb{self.version, {}, {}};
     invoke("stats", [&] {
       if (cb.stats) hb.stats = cb.stats();
+      if (cb.held_writes) hb.held_writes = cb.held_writes();
     });
     control::append_message(hb, out);
     heartbeat_due = false;

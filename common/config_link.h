@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,8 @@ class ConfigLink {
     std::function<void(control::FillCommand)> on_fill;
     // Sampled for each heartbeat: numbers only (other values are left out).
     std::function<boost::json::object()> stats;
+    // Login servers, sampled for each heartbeat: control::Heartbeat::held_writes.
+    std::function<std::map<std::string, uint64_t>()> held_writes;
     // Connected (welcomed) or disconnected: for logging and metrics.
     std::function<void(bool connected)> on_state;
   };

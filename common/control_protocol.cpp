@@ -64,6 +64,11 @@ struct Encoder {
     o["type"] = "heartbeat";
     o["version"] = m.version;
     o["stats"] = clean_stats(m.stats);
+    if (!m.held_writes.empty()) {
+      json::object held;
+      for (const auto& [name, n] : m.held_writes) held[name] = n;
+      o["held_writes"] = std::move(held);
+    }
     append_frame(json::serialize(o), out);
   }
   void operator()(const Ack& m) {
@@ -185,6 +190,18 @@ bool decode_heartbeat(JsonObject& o, Heartbeat& m) {
   JsonObject stats = o.need("stats").object(UnknownKeys::kIgnore);
   for (const auto& entry : stats.members()) {
     if (!stats.get(entry.key()).number()) return false;
+  }
+  if (JsonValue held = o.get("held_writes"); held.present()) {
+    JsonObject h = held.object(UnknownKeys::kIgnore);
+    if (h.members().size() > kMaxServers) return held.fail("must name at most 1024 servers");
+    for (const auto& entry : h.members()) {
+      if (entry.key().empty() || entry.key().size() > kMaxServerNameLength) {
+        return held.fail("must name servers of 1 to 64 characters");
+      }
+      uint64_t n = 0;
+      if (!h.get(entry.key()).integer(n)) return false;
+      m.held_writes[std::string(entry.key())] = n;
+    }
   }
   if (!o.ok()) return false;
   m.stats = stats.members();

@@ -12,7 +12,7 @@
 //   node -> config
 //     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N,
 //      "fresh":BOOL,"filling":BOOL}
-//     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...}}
+//     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...},"held_writes":{S:N,...}}
 //     {"type":"ack","version":N}
 //     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
 //                                       "deleted":N,"id":N},...]}
@@ -41,6 +41,7 @@
 #include <boost/json/object.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -80,6 +81,10 @@ struct Register {
 struct Heartbeat {
   uint64_t version = 0;
   boost::json::object stats;  // numbers only; other values are left out when encoding
+  // Login servers with replicas: the writes held for each hash server (by name) because its
+  // links could not take them (RequestFlow's hints), summed over shards and workers: what that
+  // server has not applied yet. Optional ("held_writes", absent when empty), at most kMaxServers.
+  std::map<std::string, uint64_t> held_writes;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

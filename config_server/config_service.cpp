@@ -196,6 +196,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     // lower what the node acknowledged (heartbeats and acks may cross).
     take_version(n, session, kFromHeartbeat, hb->version);
     n.stats = hb->stats;
+    n.held_writes = hb->held_writes;
     update_rate(n, now);
     // A node behind the current version missed a push (or asks for the table after a MOVED):
     // push again, at most once per heartbeat interval.
@@ -716,6 +717,24 @@ std::string ConfigService::metrics_text() const {
       m.gauge("imhash_config_node_records", "records a hash server holds (from its heartbeat)",
               r->to_number<double>(), who);
     }
+    if (n.role == "hash") {
+      m.gauge("imhash_config_replication_lag",
+              "writes the login servers hold for a hash server because its links cannot take "
+              "them: not applied there yet (replicas; from the login servers' heartbeats)",
+              static_cast<double>(replication_lag(n.name)), {{"name", n.name}});
+    }
+  }
+  // Refills in progress (replicas), and how far along.
+  for (const json::value& r : refills_.json(monotonic_ns())) {
+    const json::object& o = r.as_object();
+    const MetricsText::Labels who{{"name", json::value_to<std::string>(o.at("server"))}};
+    m.gauge("imhash_config_refill_progress",
+            "a hash server being refilled from its peers: the mean share of their slots their "
+            "streams have examined (0..1)",
+            o.at("progress").to_number<double>(), who);
+    m.gauge("imhash_config_refill_records_sent",
+            "records the peers of a hash server being refilled have had acknowledged by it",
+            o.at("records_sent").to_number<double>(), who);
   }
   for (int role = 0; role < 2; ++role) {
     const char* name = role == 0 ? "hash" : "login";
@@ -806,9 +825,15 @@ json::object ConfigService::node_json(const Node& n) const {
                  {"pid", n.pid},
                  {"requests_per_s", static_cast<int64_t>(n.requests_per_s + 0.5)},
                  {"stats", n.stats}};
+  if (n.role == "login" && !n.held_writes.empty()) {
+    json::object held;
+    for (const auto& [server, count] : n.held_writes) held[server] = count;
+    o["held_writes"] = std::move(held);
+  }
   if (n.role == "hash") {
     o["shards"] = n.shards;
     o["in_table"] = router_ && router_->table().server_index(n.name) >= 0;
+    o["replication_lag"] = replication_lag(n.name);
     if (n.rejoin_purge_id) {
       o["rejoin_purge"] = true;
       o["rejoin_purge_id"] = n.rejoin_purge_id;
@@ -822,6 +847,17 @@ json::object ConfigService::node_json(const Node& n) const {
     }
   }
   return o;
+}
+
+uint64_t ConfigService::replication_lag(const std::string& server) const {
+  // What the login servers that heartbeat hold for it; a DOWN login server's holds are out of
+  // date (and lost with it if it died).
+  uint64_t lag = 0;
+  for (const auto& [key, n] : nodes_) {
+    if (n.role != "login" || !n.up) continue;
+    if (const auto it = n.held_writes.find(server); it != n.held_writes.end()) lag += it->second;
+  }
+  return lag;
 }
 
 json::object ConfigService::stream_json(const Node& n) const {

@@ -109,6 +109,8 @@ class ConfigService final : public AdminBackend {
     // when every shard reports that id done.
     uint64_t rejoin_purge_id = 0;
     boost::json::object stats;
+    // A login server's writes held for each hash server (control::Heartbeat::held_writes).
+    std::map<std::string, uint64_t> held_writes;
     // Requests per second, from the request counters of two successive heartbeats.
     double requests_per_s = 0;
     double last_requests = -1;
@@ -175,6 +177,8 @@ class ConfigService final : public AdminBackend {
   void save_pending(const char* why);
   boost::json::object pending_json(const PendingPurge& p) const;
   boost::json::object drain_json(const std::string& server, const Drain& d) const;
+  // Writes the login servers that are up hold for hash server `server` (Node::held_writes).
+  uint64_t replication_lag(const std::string& server) const;
   boost::json::object stream_json(const Node& n) const;
   void tick();
   void check_convergence();

@@ -260,8 +260,13 @@ std::string format_status(const json::value& body) {
       if (const json::array* list = array_field(r, "waiting")) {
         for (const json::value& s : *list) waiting += (waiting.empty() ? "" : ", ") + text(&s);
       }
+      std::string along;
+      if (const json::value* p = field(r, "progress"); p && p->is_number()) {
+        along = ", " + std::to_string(static_cast<int>(p->to_number<double>() * 100 + 0.5)) +
+                "% scanned, " + text(r, "records_sent") + " records in";
+      }
       out += "  " + text(r, "server") + " at version " + text(r, "version") + ", for " +
-             text(r, "seconds") + " s, waiting for the streams of " +
+             text(r, "seconds") + " s" + along + ", waiting for the streams of " +
              (waiting.empty() ? std::string("-") : waiting) + "\n";
     }
   }
@@ -270,12 +275,23 @@ std::string format_status(const json::value& body) {
   if (!nodes || nodes->empty()) {
     out += "no nodes are connected\n";
   } else {
-    TextTable table(
-        {"ROLE", "NAME", "ADDRESS", "STATE", "VERSION", "HEARTBEAT", "RECORDS", "REQUESTS/S"});
+    // With replicas, LAG: the writes the login servers hold for a hash server, not applied there
+    // yet (its links could not take them).
+    const bool replicated = !replicas_text(body).empty();
+    std::vector<std::string> header{"ROLE",    "NAME",      "ADDRESS", "STATE",
+                                    "VERSION", "HEARTBEAT", "RECORDS", "REQUESTS/S"};
+    if (replicated) header.push_back("LAG");
+    TextTable table(std::move(header));
     for (const json::value& node : *nodes) {
-      table.add({text(node, "role"), text(node, "name"), text(node, "address"), text(node, "state"),
-                 text(node, "version"), heartbeat_text(node), records_text(node),
-                 text(node, "requests_per_s")});
+      std::vector<std::string> row{text(node, "role"),    text(node, "name"),
+                                   text(node, "address"), text(node, "state"),
+                                   text(node, "version"), heartbeat_text(node),
+                                   records_text(node),    text(node, "requests_per_s")};
+      if (replicated) {
+        row.push_back(field(node, "replication_lag") ? text(node, "replication_lag")
+                                                     : std::string(kMissing));
+      }
+      table.add(std::move(row));
     }
     out += table.render();
   }

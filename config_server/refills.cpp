@@ -17,10 +17,19 @@ void Refills::start(const std::string& server, uint64_t version,
 
 std::vector<std::string> Refills::on_report(const std::string& peer,
                                             const control::StreamReport& report) {
-  if (report.state != control::StreamState::kDone) return {};
+  const bool done = report.state == control::StreamState::kDone;
+  if (!done && report.state != control::StreamState::kRunning) return {};
   for (auto& [server, r] : refills_) {
     if (report.version < r.version || !r.waiting.count(peer)) continue;
     if (std::find(report.lost.begin(), report.lost.end(), server) == report.lost.end()) continue;
+    PeerProgress& p = r.progress[peer];
+    p.scanned = done || report.total == 0 ? (done ? 1.0 : 0.0)
+                                          : std::min(1.0, static_cast<double>(report.scanned) /
+                                                              static_cast<double>(report.total));
+    for (const control::StreamTarget& t : report.targets) {
+      if (t.name == server) p.sent = t.records;
+    }
+    if (!done) continue;
     r.waiting.erase(peer);
     r.done.insert(peer);
   }
@@ -59,11 +68,22 @@ boost::json::array Refills::json(int64_t now_ns) const {
   for (const auto& [server, r] : refills_) {
     boost::json::array waiting(r.waiting.begin(), r.waiting.end());
     boost::json::array done(r.done.begin(), r.done.end());
-    out.push_back(boost::json::object{{"server", server},
-                                      {"version", r.version},
-                                      {"waiting", std::move(waiting)},
-                                      {"done", std::move(done)},
-                                      {"seconds", (now_ns - r.started_ns) / 1'000'000'000}});
+    // Peers dropped (DOWN) count neither way: the mean is over the peers still in the book.
+    double scanned = static_cast<double>(r.done.size());
+    uint64_t sent = 0;
+    for (const auto& [peer, p] : r.progress) {
+      if (r.waiting.count(peer)) scanned += p.scanned;
+      sent += p.sent;
+    }
+    const size_t peers = r.waiting.size() + r.done.size();
+    out.push_back(
+        boost::json::object{{"server", server},
+                            {"version", r.version},
+                            {"waiting", std::move(waiting)},
+                            {"done", std::move(done)},
+                            {"seconds", (now_ns - r.started_ns) / 1'000'000'000},
+                            {"progress", peers ? scanned / static_cast<double>(peers) : 1.0},
+                            {"records_sent", sent}});
   }
   return out;
 }

@@ -24,17 +24,24 @@ namespace imhash {
 
 class Refills {
  public:
+  // How far one peer's stream for the refill has got, from its latest report.
+  struct PeerProgress {
+    double scanned = 0;  // share of the peer's slots examined, 0..1 (1 when done)
+    uint64_t sent = 0;   // records it has had acknowledged by the refilled server
+  };
   struct Refill {
-    uint64_t version = 0;           // the table version it was started at
-    std::set<std::string> waiting;  // peers whose stream has not reported done yet
-    std::set<std::string> done;     // peers that have
-    int64_t started_ns = 0;         // steady clock
+    uint64_t version = 0;                          // the table version it was started at
+    std::set<std::string> waiting;                 // peers whose stream has not reported done yet
+    std::set<std::string> done;                    // peers that have
+    int64_t started_ns = 0;                        // steady clock
+    std::map<std::string, PeerProgress> progress;  // peers that have reported this refill's stream
   };
 
   // Starts (or starts again) the refill of `server` from `peers` at table `version`.
   void start(const std::string& server, uint64_t version, const std::vector<std::string>& peers,
              int64_t now_ns);
-  // A stream report from `peer`; returns the servers whose refill it completed (and forgets them).
+  // A stream report from `peer`: its progress for each refill it streams to, and the servers whose
+  // refill it completed (returned, and forgotten).
   std::vector<std::string> on_report(const std::string& peer, const control::StreamReport& r);
   // `peer` went DOWN or left the table: it is not waited for. Returns the refills it completed.
   std::vector<std::string> drop_peer(const std::string& peer);
@@ -45,7 +52,10 @@ class Refills {
 
   bool refilling(const std::string& server) const { return refills_.count(server) != 0; }
   const std::map<std::string, Refill>& all() const { return refills_; }
-  // [{"server":S,"version":N,"waiting":[S,...],"done":[S,...],"seconds":N}], for imctl status.
+  // [{"server":S,"version":N,"waiting":[S,...],"done":[S,...],"seconds":N,"progress":F,
+  //   "records_sent":N}], for imctl status: progress is the mean over the peers of the share of
+  // their slots examined (a peer not heard from yet counts 0), records_sent the sum of what they
+  // have had acknowledged by the refilled server.
   boost::json::array json(int64_t now_ns) const;
 
  private:

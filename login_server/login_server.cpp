@@ -93,8 +93,12 @@ void LoginServer::committed(uint32_t worker, uint64_t version) {
 
 void LoginServer::sample_workers() {
   for (uint32_t i = 0; i < workers_.size(); ++i) {
-    workers_[i]->snapshot(
-        [this, i](LoginCounters c) { asio::post(ctx_, [this, i, c] { counters_[i] = c; }); });
+    workers_[i]->snapshot([this, i](Worker::Sample s) {
+      asio::post(ctx_, [this, i, s = std::move(s)]() mutable {
+        counters_[i] = s.counters;
+        held_writes_[i] = std::move(s.held_writes);
+      });
+    });
   }
   if (stopping_) return;
   sample_timer_.expires_after(std::chrono::milliseconds(500));
@@ -106,6 +110,14 @@ void LoginServer::sample_workers() {
 LoginCounters LoginServer::sum() const {
   LoginCounters sum;
   for (const auto& c : counters_) sum += c;
+  return sum;
+}
+
+std::map<std::string, uint64_t> LoginServer::held_writes() const {
+  std::map<std::string, uint64_t> sum;
+  for (const auto& worker : held_writes_) {
+    for (const auto& [server, n] : worker) sum[server] += n;
+  }
   return sum;
 }
 
@@ -148,6 +160,14 @@ void LoginServer::render_metrics(MetricsText& m) const {
           {{"state", "up"}});
   m.gauge("imhash_login_links", "links to hash server shards, by state", s.links_down,
           {{"state", "down"}});
+  // Replicas: the replication lag as this login server sees it (a server it holds nothing for is
+  // not listed).
+  for (const auto& [server, n] : held_writes()) {
+    m.gauge("imhash_login_held_writes",
+            "writes held for a hash server whose links cannot take them (replicas), not yet "
+            "applied there",
+            static_cast<double>(n), {{"server", server}});
+  }
   m.counter("imhash_login_link_refused_total",
             "link handshakes given up because the hash server did not prove the cluster key or "
             "its TLS failed",
@@ -180,6 +200,7 @@ void LoginServer::start_config_link(const std::string& udp_address) {
     }
   };
   cb.stats = [this] { return stats(); };
+  cb.held_writes = [this] { return held_writes(); };
   // A worker met a version we do not have: ask for it now rather than at the next heartbeat.
   tables_.set_on_stale([this] {
     if (control_.config_link()) control_.config_link()->heartbeat_now();
@@ -204,6 +225,7 @@ void LoginServer::run() {
 
   committed_.assign(config_.threads, 0);
   counters_.assign(config_.threads, LoginCounters{});
+  held_writes_.assign(config_.threads, {});
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(i, config_.worker));
     workers_.back()->on_commit(

@@ -8,6 +8,7 @@
 
 #include <boost/asio.hpp>
 #include <boost/json/object.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,8 @@ class LoginServer {
   void sample_workers();
   LoginCounters sum() const;
   boost::json::object stats() const;
+  // Writes held for each hash server, over all workers (as last sampled).
+  std::map<std::string, uint64_t> held_writes() const;
   void render_metrics(MetricsText& m) const;
 
   LoginServerConfig config_;
@@ -55,8 +58,9 @@ class LoginServer {
   boost::asio::io_context ctx_{1};
   NodeControl control_{ctx_, config_.control};
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::vector<uint64_t> committed_;      // per worker
-  std::vector<LoginCounters> counters_;  // per worker, sampled
+  std::vector<uint64_t> committed_;                           // per worker
+  std::vector<LoginCounters> counters_;                       // per worker, sampled
+  std::vector<std::map<std::string, uint64_t>> held_writes_;  // per worker, sampled
   boost::asio::steady_timer sample_timer_{ctx_};
   bool have_table_ = false;
   bool stopping_ = false;

@@ -200,6 +200,10 @@ size_t RequestFlow::hints() const {
   return n;
 }
 
+void RequestFlow::add_held_writes(std::map<std::string, uint64_t>& out) const {
+  for (const HintQueue& q : hint_queues_) out[q.server] += q.hints.size();
+}
+
 size_t RequestFlow::hint_queue_of(const LinkTarget& target) const {
   for (size_t i = 0; i < hint_queues_.size(); ++i) {
     const HintQueue& q = hint_queues_[i];
@@ -245,12 +249,13 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
 }
 
 void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
-  // Writes only, and only plain ones: old-copy deletes and repairs are best effort. The link is
-  // named by its index in the table the frame was sent under: after a table change the write is
-  // not held (the change streams records to new members anyway).
+  // Writes only, with replicas only (one copy has no other to fall behind: the client, told
+  // UNAVAILABLE, tries again), and only plain ones: old-copy deletes and repairs are best effort.
+  // The link is named by its index in the table the frame was sent under: after a table change
+  // the write is not held (the change streams records to new members anyway).
   const Request& r = slots_[index];
   if (r.type == FrameType::kGet || r.flags != 0 || r.link_server == LinkTarget::kNotCurrent ||
-      !router_ || router_->version() != r.link_version ||
+      !router_ || router_->replicas() == 1 || router_->version() != r.link_version ||
       r.link_server >= router_->table().servers.size()) {
     return;
   }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -115,6 +116,8 @@ class RequestFlow {
   void tick(int64_t now_ns, FlowActions& out);
   // Writes held for replicas out of reach (hints), over all of them.
   size_t hints() const;
+  // Adds the writes held for each server, by name (summed over its shards), to `out`.
+  void add_held_writes(std::map<std::string, uint64_t>& out) const;
 
   // Requests not answered yet (on links or parked): a stopping worker waits for 0.
   size_t active() const { return used_; }

@@ -73,13 +73,14 @@ void Worker::check_links_tried() {
   done();
 }
 
-void Worker::snapshot(std::function<void(LoginCounters)> done) {
+void Worker::snapshot(std::function<void(Sample)> done) {
   asio::post(ctx_, [this, done = std::move(done)] {
-    LoginCounters c = counters_;
+    Sample s{counters_, {}};
     for (const auto& g : groups_) {
-      for (const auto& l : g.shards) (l->up() ? c.links_up : c.links_down) += 1;
+      for (const auto& l : g.shards) (l->up() ? s.counters.links_up : s.counters.links_down) += 1;
     }
-    done(c);
+    flow_.add_held_writes(s.held_writes);
+    done(std::move(s));
   });
 }
 

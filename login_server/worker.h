@@ -13,6 +13,7 @@
 #include <array>
 #include <boost/asio.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -51,8 +52,13 @@ class Worker final : public LinkListener, public LinkView {
   // Called on the worker's thread when a hash server has a newer table version than the worker;
   // whoever owns the table source fetches it (the worker itself does no file or table I/O).
   void on_stale(std::function<void(uint64_t version)> f) { on_stale_ = std::move(f); }
-  // Copies the counters on the worker's thread and passes them to `done` there.
-  void snapshot(std::function<void(LoginCounters)> done);
+  // What snapshot() samples.
+  struct Sample {
+    LoginCounters counters;
+    std::map<std::string, uint64_t> held_writes;  // RequestFlow::add_held_writes
+  };
+  // Copies the counters and held writes on the worker's thread and passes them to `done` there.
+  void snapshot(std::function<void(Sample)> done);
 
   // LinkListener and LinkView: called by this worker's links and request flow.
   void on_answer(uint64_t token, const frame::Response& response) override;

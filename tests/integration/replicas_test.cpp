@@ -243,3 +243,82 @@ TEST_CASE("replicas: a primary stopped with SIGSTOP is read at its replica") {
   ::kill(c.hash(2).pid(), SIGCONT);
   CHECK(got == kUsers);
 }
+
+namespace {
+
+// imctl status's hash server `name` and the login server's writes held for it (-1: not listed).
+struct LagView {
+  int64_t lag = -1;
+  int64_t held_at_login = -1;
+};
+LagView lag_of(ConfigCluster& c, const std::string& name) {
+  LagView v;
+  const boost::json::value status = c.imctl_json({"status"});
+  for (const auto& node : status.at("nodes").as_array()) {
+    const auto& n = node.as_object();
+    if (n.at("role").as_string() == "hash" && n.at("name").as_string() == name) {
+      v.lag = n.at("replication_lag").to_number<int64_t>();
+    }
+    if (n.at("role").as_string() == "login") {
+      if (const auto* held = n.if_contains("held_writes")) {
+        if (const auto* count = held->as_object().if_contains(name))
+          v.held_at_login = count->to_number<int64_t>();
+      }
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("replicas: imctl status shows the writes held for a server away, and its refill") {
+  // The others stream slowly (a scan step cuts up to 4096 slots' records at once, then waits for
+  // the rate), so the refill is seen under way.
+  ConfigCluster c(ConfigClusterOptions{
+      .shards = 2,
+      .grace_ms = 1000,
+      .initial_mode = "ring",
+      .hash_args = {{1, {"--stream-rate", "4000"}}, {3, {"--stream-rate", "4000"}}}});
+  constexpr uint64_t kUsers = 20000;
+  const uint16_t udp = serve_with_two_copies(c, kUsers);
+  CHECK(lag_of(c, "hash2").lag == 0);
+
+  c.kill_hash(2);
+  log_in(udp, 1, kUsers);  // each of hash2's users writes again: held for it
+  LagView away;
+  CHECK(wait_until(
+      [&] {
+        away = lag_of(c, "hash2");
+        return away.lag > 0;
+      },
+      kPatience, kPollInterval));
+  CHECK(away.held_at_login == away.lag);            // one login server holds all of it
+  CHECK(away.lag <= static_cast<int64_t>(kUsers));  // the latest write of each user only
+
+  c.start_hash(2);
+  // Under way: how far the peers' scans are, and how many records they have delivered.
+  boost::json::object refill;
+  CHECK(wait_until(
+      [&] {
+        const auto status = c.imctl_json({"status"});
+        const auto& refills = status.at("refills").as_array();
+        if (refills.empty()) return false;
+        refill = refills.at(0).as_object();
+        return refill.at("records_sent").to_number<uint64_t>() > 0;
+      },
+      kMovePatience, std::chrono::milliseconds(20)));
+  if (!refill.empty()) {
+    CHECK(refill.at("server").as_string() == "hash2");
+    const double progress = refill.at("progress").to_number<double>();
+    CHECK(progress >= 0.0);
+    CHECK(progress <= 1.0);
+  }
+  // Back: the held writes went to it, and the refill ends.
+  CHECK(wait_until(
+      [&] {
+        const auto status = c.imctl_json({"status"});
+        return status.at("refills").as_array().empty() && lag_of(c, "hash2").lag == 0;
+      },
+      kMovePatience, kPollInterval));
+  CHECK(found(udp, 1, kUsers) == kUsers);
+}

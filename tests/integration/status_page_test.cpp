@@ -28,18 +28,24 @@ std::string chromium_dom(const std::string& url) {
   return dom;
 }
 
-}  // namespace
-
-TEST_CASE("status_page: Chromium shows the version, the nodes and each server's ranges") {
+// Chromium is there, and `c` serves: three hash servers in the table (version 1), then the imctl
+// command `change` (version 2), and a login server; every node runs version 2.
+void serve_after(ConfigCluster& c, const std::vector<std::string>& change) {
   REQUIRE_MESSAGE(std::filesystem::exists("/usr/bin/chromium"),
                   "Debian's chromium is missing: scripts/setup.sh installs it");
-  ConfigCluster c;
   c.start_config();
   for (int i = 1; i <= 3; ++i) c.start_hash(i);
   REQUIRE(c.imctl({"server", "add", "hash1", "hash2", "hash3"}).exit_code == 0);
-  REQUIRE(c.imctl({"assign", "1-1000", "hash3"}).exit_code == 0);
+  REQUIRE(c.imctl(change).exit_code == 0);
   c.start_login(1);
   REQUIRE(c.wait_converged(2, 4));
+}
+
+}  // namespace
+
+TEST_CASE("status_page: Chromium shows the version, the nodes and each server's ranges") {
+  ConfigCluster c;
+  serve_after(c, {"assign", "1-1000", "hash3"});
 
   const std::string dom = chromium_dom("http://" + c.admin_address() + "/");
   CHECK(dom.find("<b id=\"version\">2</b>") != std::string::npos);
@@ -92,4 +98,21 @@ TEST_CASE("status_page: Chromium shows each server's stream and the automatic pu
   CHECK(pending != std::string::npos);
   CHECK(dom.find("grace", pending) != std::string::npos);
   if (pending == std::string::npos) MESSAGE(dom);
+}
+
+TEST_CASE("status_page: with replicas Chromium shows the copies and each server's lag") {
+  ConfigCluster c;
+  serve_after(c, {"replicas", "2"});
+
+  const std::string dom = chromium_dom("http://" + c.admin_address() + "/");
+  CHECK(dom.find("<b id=\"replicas\">2</b>") != std::string::npos);
+  // Nothing is held for any server: each hash server's row says 0, the login server's "-".
+  size_t lags = 0;
+  for (size_t at = dom.find("<td class=\"node-lag\">0</td>"); at != std::string::npos;
+       at = dom.find("<td class=\"node-lag\">0</td>", at + 1)) {
+    ++lags;
+  }
+  CHECK(lags == 3);
+  CHECK(dom.find("<td class=\"node-lag\">-</td>") != std::string::npos);
+  if (lags != 3) MESSAGE(dom);
 }

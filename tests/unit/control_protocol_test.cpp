@@ -35,8 +35,11 @@ std::vector<Message> samples() {
   v.push_back(Register{Role::kLogin, "login-a", "[::1]:9000", 0, 0, 1, false, false});
   v.push_back(Register{Role::kLogin, "\xc3\xa9t\xc3\xa9 \"q\" \\", "", 0, ~0ULL, ~0ULL});
   v.push_back(Heartbeat{
-      7, boost::json::object{{"records", 1000}, {"big", ~0ULL}, {"negative", -5}, {"ratio", 0.5}}});
-  v.push_back(Heartbeat{0, {}});
+      7,
+      boost::json::object{{"records", 1000}, {"big", ~0ULL}, {"negative", -5}, {"ratio", 0.5}},
+      {}});
+  v.push_back(Heartbeat{0, {}, {}});
+  v.push_back(Heartbeat{3, boost::json::object{{"received", 9}}, {{"hash1", 0}, {"hash2", ~0ULL}}});
   v.push_back(Ack{~0ULL});
   v.push_back(Ack{0});
   v.push_back(PurgeReport{});
@@ -533,16 +536,33 @@ TEST_CASE("control_protocol: large versions are exact") {
 }
 
 TEST_CASE("control_protocol: stats that JSON cannot carry are left out when encoding") {
-  Heartbeat hb{1, boost::json::object{{"ok", 1},
-                                      {"inf", std::numeric_limits<double>::infinity()},
-                                      {"nan", std::numeric_limits<double>::quiet_NaN()},
-                                      {"text", "x"},
-                                      {"nested", boost::json::object{{"a", 1}}},
-                                      {"null", nullptr},
-                                      {"half", 0.5}}};
+  Heartbeat hb{1,
+               boost::json::object{{"ok", 1},
+                                   {"inf", std::numeric_limits<double>::infinity()},
+                                   {"nan", std::numeric_limits<double>::quiet_NaN()},
+                                   {"text", "x"},
+                                   {"nested", boost::json::object{{"a", 1}}},
+                                   {"null", nullptr},
+                                   {"half", 0.5}},
+               {}};
   const Decoded d = decode(encode(hb));
   REQUIRE_MESSAGE(d.status == DecodeStatus::kOk, d.error);
   CHECK(std::get<Heartbeat>(d.message).stats == boost::json::object{{"ok", 1}, {"half", 0.5}});
+}
+
+TEST_CASE("control_protocol: a heartbeat's held writes are counts by server name") {
+  for (const char* bad : {R"({"type":"heartbeat","version":1,"stats":{},"held_writes":[]})",
+                          R"({"type":"heartbeat","version":1,"stats":{},"held_writes":{"a":-1}})",
+                          R"({"type":"heartbeat","version":1,"stats":{},"held_writes":{"a":"1"}})",
+                          R"({"type":"heartbeat","version":1,"stats":{},"held_writes":{"":1}})"}) {
+    CAPTURE(bad);
+    const Decoded d = decode_json(bad);
+    CHECK(d.status == DecodeStatus::kBadMessage);
+    CHECK_FALSE(d.error.empty());
+  }
+  const Decoded ok = decode_json(R"({"type":"heartbeat","version":1,"stats":{}})");
+  REQUIRE(ok.status == DecodeStatus::kOk);
+  CHECK(std::get<Heartbeat>(ok.message).held_writes.empty());  // an older login server's
 }
 
 TEST_CASE("control_protocol: names of the vocabulary") {

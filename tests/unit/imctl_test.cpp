@@ -342,6 +342,30 @@ TEST_CASE("imctl: status as text") {
         "-     [\"x\"]  -        -      -        -          -        -\n");
 }
 
+TEST_CASE("imctl: status with replicas shows each hash server's lag and the refills") {
+  const json::value body = js(R"({"version": 4, "mode": "ring", "replicas": 2, "converged": true,
+    "nodes": [
+      {"role": "hash", "name": "hash1", "address": "127.0.0.1:7001", "state": "up", "version": 4,
+       "last_heartbeat_ms": 20, "stats": {"records": 10}, "replication_lag": 0},
+      {"role": "hash", "name": "hash2", "address": "127.0.0.1:7002", "state": "up", "version": 4,
+       "last_heartbeat_ms": 20, "stats": {"records": 3}, "replication_lag": 1250},
+      {"role": "login", "name": "login1", "address": "127.0.0.1:9000", "state": "up",
+       "version": 4, "last_heartbeat_ms": 20, "held_writes": {"hash2": 1250}}
+    ],
+    "refills": [{"server": "hash2", "version": 4, "waiting": ["hash3"], "done": ["hash1"],
+                 "seconds": 2, "progress": 0.625, "records_sent": 5000}]})");
+  CHECK(format_status(body) ==
+        "table version 4, mode ring, replicas 2, converged: yes\n"
+        "refills (lookups of users a server does not hold yet read another copy):\n"
+        "  hash2 at version 4, for 2 s, 63% scanned, 5000 records in, waiting for the streams of "
+        "hash3\n"
+        "\n"
+        "ROLE   NAME    ADDRESS         STATE  VERSION  HEARTBEAT  RECORDS  REQUESTS/S  LAG\n"
+        "hash   hash1   127.0.0.1:7001  up     4        20ms ago   10       -           0\n"
+        "hash   hash2   127.0.0.1:7002  up     4        20ms ago   3        -           1250\n"
+        "login  login1  127.0.0.1:9000  up     4        20ms ago   -        -           -\n");
+}
+
 TEST_CASE("imctl: table, servers, history, where, changes and purges as text") {
   CHECK(format_table(js(R"({"version": 3, "mode": "range", "servers": [
                             {"name": "hash1", "address": "127.0.0.1:7001", "shards": 4, "weight": 1},

@@ -65,3 +65,29 @@ TEST_CASE("refills: a peer that goes away is not waited for, and a start again s
   CHECK(j[0].as_object().at("seconds").to_number<int64_t>() == 3);
   CHECK(book.clear() == std::vector<std::string>{"hash6"});
 }
+
+TEST_CASE("refills: progress is the mean of the peers' streams, records the sum sent to it") {
+  Refills book;
+  book.start("hash2", 7, {"hash1", "hash3"}, 0);
+  const auto progress = [&] { return book.json(0).at(0).as_object(); };
+  CHECK(progress().at("progress").as_double() == 0.0);
+  CHECK(progress().at("records_sent").as_uint64() == 0);
+  StreamReport running = report(7, StreamState::kRunning, {"hash2"});
+  running.scanned = 250;
+  running.total = 1000;
+  running.targets = {{"hash2", 40}, {"hash4", 99}};  // hash4's share is not the refill's
+  CHECK(book.on_report("hash1", running).empty());
+  CHECK(progress().at("progress").as_double() == doctest::Approx(0.125));
+  CHECK(progress().at("records_sent").as_uint64() == 40);
+  // A stream that is not this refill's (no hash2 among its lost) says nothing of it.
+  StreamReport other = running;
+  other.lost = {};
+  other.scanned = 1000;
+  CHECK(book.on_report("hash3", other).empty());
+  CHECK(progress().at("progress").as_double() == doctest::Approx(0.125));
+  StreamReport done = report(7, StreamState::kDone, {"hash2"});
+  done.targets = {{"hash2", 100}};
+  CHECK(book.on_report("hash1", done).empty());
+  CHECK(progress().at("progress").as_double() == doctest::Approx(0.5));
+  CHECK(progress().at("records_sent").as_uint64() == 100);
+}

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -868,7 +869,10 @@ TEST_CASE("request_flow: writes for a member out of reach are held, the latest o
   check_send(bye[0], "hash1", FrameType::kDelete, 2);
   REQUIRE(h.request(Op::kLogin, 11).size() == 1);
   CHECK(h.counters.hints_queued == 3);
-  CHECK(h.flow.hints() == 2);  // id 10's LOGOUT replaced its LOGIN
+  CHECK(h.flow.hints() == 2);                               // id 10's LOGOUT replaced its LOGIN
+  std::map<std::string, uint64_t> by_server{{"hash2", 1}};  // added to what the caller has
+  h.flow.add_held_writes(by_server);
+  CHECK(by_server == std::map<std::string, uint64_t>{{"hash2", 3}});
   // Still out of reach: the tick sends nothing.
   h.out.clear();
   h.flow.tick(h.now, h.out);
@@ -1027,6 +1031,15 @@ TEST_CASE("request_flow: a write whose link failed is held for its member again"
     REQUIRE(read.size() == 2);
     check_send(read[0], "hash1", FrameType::kUpsert, 2);
     check_send(read[1], "hash1", FrameType::kGet, 2);
+  }
+  SUBCASE("not with one copy: the client tries again, there is no other copy to read") {
+    h.set(routing(replicated(2, 1, 1)));
+    const auto one = h.request(Op::kLogin, 11);
+    REQUIRE(one.size() == 1);
+    auto& r = h.fail_with(one[0].token, Status::kUnavailable);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kUnavailable);
+    CHECK(h.flow.hints() == 0);
   }
   SUBCASE("not after a table change: the write's link is named in the old table") {
     h.set(routing(replicated(3, 1, 2)));
