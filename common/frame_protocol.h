@@ -57,8 +57,8 @@ enum class FrameStatus : uint8_t {
   kUnsupported = 5,   // handshake: a protocol version the server does not speak
   kUnauthorized = 6,  // handshake: the peer did not prove the cluster key (or offered no proof to
                       // a server that requires one)
-  kNotReady = 7,      // GET: no record here, but this replica is still being refilled and may
-                      // not have it yet (read another copy)
+  kNotReady = 7,      // GET: this replica is still being refilled: it may not have the record,
+                      // or not its latest write, yet (read another copy)
 };
 
 // Request flags.

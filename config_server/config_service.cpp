@@ -197,6 +197,8 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     take_version(n, session, kFromHeartbeat, hb->version);
     n.stats = hb->stats;
     n.held_writes = hb->held_writes;
+    n.heartbeat_ns = now;
+    if (n.role == "login") end_caught_up_refills(now);  // they may wait for its held writes
     update_rate(n, now);
     // A node behind the current version missed a push (or asks for the table after a MOVED):
     // push again, at most once per heartbeat interval.
@@ -216,8 +218,8 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     }
     n.stream = *stream;
     n.stream_heard_ns = now;
-    for (const std::string& refilled : refills_.on_report(n.name, *stream)) {
-      end_refill(refilled, "every other replica has streamed to it", true);
+    for (const std::string& refilled : refills_.on_report(n.name, *stream, now)) {
+      streams_done(refilled, "every other replica has streamed to it");
     }
     // Its first report since it registered says it knows streams (see streams_known): the stream
     // on_rejoin could not start yet starts now.
@@ -435,8 +437,8 @@ void ConfigService::tick() {
       if (n.role == "hash") {
         // A refill waits for nothing more from it; its own refill starts over when it is back.
         refills_.cancel(n.name);
-        for (const std::string& refilled : refills_.drop_peer(n.name)) {
-          end_refill(refilled, "the other replicas that are up have streamed to it", true);
+        for (const std::string& refilled : refills_.drop_peer(n.name, now)) {
+          streams_done(refilled, "the other replicas that are up have streamed to it");
         }
       }
       if (n.role == "hash" && settings_.failover_auto) failover(n);
@@ -454,6 +456,7 @@ void ConfigService::tick() {
           key, router_->version(), down_after / 1'000'000, n.version);
     }
   }
+  end_caught_up_refills(now);
   check_convergence();
   maybe_auto_purge();
 }
@@ -509,8 +512,8 @@ void ConfigService::maybe_refill(Node& n, bool fresh, bool filling) {
   }
   refills_.start(n.name, router_->version(), peers, monotonic_ns());
   spdlog::info(
-      "{} {}: refilling it at version {} from {} (a lookup of a user it does not hold "
-      "yet reads another copy)",
+      "{} {}: refilling it at version {} from {} (its lookups read another copy until it has "
+      "caught up)",
       n.name, fresh ? "started empty" : "was being refilled", router_->version(),
       fmt::join(peers, ", "));
 }
@@ -525,6 +528,58 @@ void ConfigService::end_refill(const std::string& server, const char* why, bool 
   } else {
     spdlog::info("{}: not refilled ({}): it answers every lookup", server, why);
   }
+}
+
+void ConfigService::streams_done(const std::string& server, const char* why) {
+  spdlog::info(
+      "{}: {}; it serves reads once the login servers have sent it the writes they held "
+      "for it",
+      server, why);
+  maybe_end_refill(server, monotonic_ns());
+}
+
+std::vector<std::string> ConfigService::logins_holding(const std::string& server,
+                                                       int64_t since_ns) const {
+  // A login server samples its held writes twice a second and sends the latest sample with each
+  // heartbeat: one heard a second after `since_ns` has sampled since then.
+  constexpr int64_t kSampleSlackNs = 1'000'000'000;
+  std::vector<std::string> holding;
+  for (const auto& [key, n] : nodes_) {
+    if (n.role != "login" || !n.up) continue;
+    const auto it = n.held_writes.find(server);
+    if (n.heartbeat_ns < since_ns + kSampleSlackNs || (it != n.held_writes.end() && it->second))
+      holding.push_back(n.name);
+  }
+  return holding;
+}
+
+void ConfigService::maybe_end_refill(const std::string& server, int64_t now_ns) {
+  // A login server whose links to the server came back later than another's holds writes the
+  // server has not applied: until it has sent them, the server could answer a read from before
+  // them (a LOGOUT held elsewhere). Bounded: a login server that never gets its links back (a
+  // partition) must not keep the server out of reads for good.
+  constexpr int64_t kCatchUpPatienceNs = 30'000'000'000;
+  const auto it = refills_.all().find(server);
+  if (it == refills_.all().end() || it->second.streams_done_ns == 0) return;
+  const std::vector<std::string> holding = logins_holding(server, it->second.started_ns);
+  if (holding.empty()) {
+    end_refill(server, "its peers have streamed to it and no login server holds writes for it",
+               true);
+  } else if (now_ns - it->second.streams_done_ns > kCatchUpPatienceNs) {
+    spdlog::warn(
+        "{}: login servers {} still hold writes for it {} s after its streams were done; "
+        "it serves reads anyway",
+        server, fmt::join(holding, ", "), kCatchUpPatienceNs / 1'000'000'000);
+    end_refill(server, "its peers have streamed to it (some held writes still on their way)", true);
+  }
+}
+
+void ConfigService::end_caught_up_refills(int64_t now_ns) {
+  std::vector<std::string> streamed;  // end_refill changes the book: names first
+  for (const auto& [server, r] : refills_.all()) {
+    if (r.streams_done_ns) streamed.push_back(server);
+  }
+  for (const std::string& server : streamed) maybe_end_refill(server, now_ns);
 }
 
 void ConfigService::update_refills() {
@@ -542,8 +597,8 @@ void ConfigService::update_refills() {
   }
   for (const std::string& server : gone_servers) end_refill(server, "it left the table", false);
   for (const std::string& p : gone_peers) {
-    for (const std::string& refilled : refills_.drop_peer(p)) {
-      end_refill(refilled, "the other replicas of the new table have streamed to it", true);
+    for (const std::string& refilled : refills_.drop_peer(p, monotonic_ns())) {
+      streams_done(refilled, "the other replicas of the new table have streamed to it");
     }
   }
 }
@@ -944,7 +999,17 @@ AdminResult ConfigService::status() {
   json::array drains;
   for (const auto& [name, d] : drains_) drains.push_back(drain_json(name, d));
   o["drains"] = std::move(drains);
-  o["refills"] = refills_.json(monotonic_ns());
+  json::array refills = refills_.json(monotonic_ns());
+  for (json::value& r : refills) {
+    json::object& entry = r.as_object();
+    if (!entry.at("streams_done").as_bool()) continue;
+    const std::string server = json::value_to<std::string>(entry.at("server"));
+    json::array holding;
+    for (const std::string& login : logins_holding(server, refills_.all().at(server).started_ns))
+      holding.emplace_back(login);
+    entry["login_servers_holding"] = std::move(holding);
+  }
+  o["refills"] = std::move(refills);
   return AdminResult::ok(std::move(o));
 }
 

@@ -109,8 +109,10 @@ class ConfigService final : public AdminBackend {
     // when every shard reports that id done.
     uint64_t rejoin_purge_id = 0;
     boost::json::object stats;
-    // A login server's writes held for each hash server (control::Heartbeat::held_writes).
+    // A login server's writes held for each hash server (control::Heartbeat::held_writes), and
+    // when its latest heartbeat came.
     std::map<std::string, uint64_t> held_writes;
+    int64_t heartbeat_ns = 0;
     // Requests per second, from the request counters of two successive heartbeats.
     double requests_per_s = 0;
     double last_requests = -1;
@@ -167,6 +169,17 @@ class ConfigService final : public AdminBackend {
   void maybe_refill(Node& node, bool fresh, bool filling);
   // Tells a server it is refilled (or that nobody can refill it): it answers NOT_FOUND again.
   void end_refill(const std::string& server, const char* why, bool refilled);
+  // The peers of `server` have streamed to it (`why`): its refill ends once the login servers
+  // have sent it what they held for it (maybe_end_refill).
+  void streams_done(const std::string& server, const char* why);
+  // Ends the refill of `server` if its streams are done and no login server that is up still
+  // holds writes for it (or has not said since the refill started), or after kCatchUpPatience.
+  void maybe_end_refill(const std::string& server, int64_t now_ns);
+  // maybe_end_refill for every refill whose streams are done.
+  void end_caught_up_refills(int64_t now_ns);
+  // The login servers that are up and hold writes for `server`, or have not heartbeat since
+  // `since_ns` plus a sample period.
+  std::vector<std::string> logins_holding(const std::string& server, int64_t since_ns) const;
   // After a table change: refills of servers (or from peers) the table no longer has, or all of
   // them when it has no replicas, are over.
   void update_refills();

@@ -254,20 +254,29 @@ std::string format_status(const json::value& body) {
   }
   if (const json::array* refills = array_field(body, "refills"); refills && !refills->empty()) {
     // Replicas: servers that restarted empty, being refilled by the others.
-    out += "refills (lookups of users a server does not hold yet read another copy):\n";
-    for (const json::value& r : *refills) {
-      std::string waiting;
-      if (const json::array* list = array_field(r, "waiting")) {
-        for (const json::value& s : *list) waiting += (waiting.empty() ? "" : ", ") + text(&s);
+    out += "refills (lookups read another copy until the server has caught up):\n";
+    const auto names = [](const json::array* list) {
+      std::string joined;
+      if (list) {
+        for (const json::value& s : *list) joined += (joined.empty() ? "" : ", ") + text(&s);
       }
+      return joined.empty() ? std::string(kMissing) : joined;
+    };
+    for (const json::value& r : *refills) {
+      // Its peers' streams first, then the login servers' held writes (docs/design.md §3).
+      const json::value* streamed = field(r, "streams_done");
+      const std::string waiting = streamed && streamed->is_bool() && streamed->get_bool()
+                                      ? "the login servers " +
+                                            names(array_field(r, "login_servers_holding")) +
+                                            " to send what they hold for it"
+                                      : "the streams of " + names(array_field(r, "waiting"));
       std::string along;
       if (const json::value* p = field(r, "progress"); p && p->is_number()) {
         along = ", " + std::to_string(static_cast<int>(p->to_number<double>() * 100 + 0.5)) +
                 "% scanned, " + text(r, "records_sent") + " records in";
       }
       out += "  " + text(r, "server") + " at version " + text(r, "version") + ", for " +
-             text(r, "seconds") + " s" + along + ", waiting for the streams of " +
-             (waiting.empty() ? std::string("-") : waiting) + "\n";
+             text(r, "seconds") + " s" + along + ", waiting for " + waiting + "\n";
     }
   }
   out += "\n";

@@ -16,7 +16,7 @@ void Refills::start(const std::string& server, uint64_t version,
 }
 
 std::vector<std::string> Refills::on_report(const std::string& peer,
-                                            const control::StreamReport& report) {
+                                            const control::StreamReport& report, int64_t now_ns) {
   const bool done = report.state == control::StreamState::kDone;
   if (!done && report.state != control::StreamState::kRunning) return {};
   for (auto& [server, r] : refills_) {
@@ -33,12 +33,12 @@ std::vector<std::string> Refills::on_report(const std::string& peer,
     r.waiting.erase(peer);
     r.done.insert(peer);
   }
-  return take_complete();
+  return take_complete(now_ns);
 }
 
-std::vector<std::string> Refills::drop_peer(const std::string& peer) {
+std::vector<std::string> Refills::drop_peer(const std::string& peer, int64_t now_ns) {
   for (auto& entry : refills_) entry.second.waiting.erase(peer);
-  return take_complete();
+  return take_complete(now_ns);
 }
 
 void Refills::cancel(const std::string& server) { refills_.erase(server); }
@@ -50,15 +50,12 @@ std::vector<std::string> Refills::clear() {
   return servers;
 }
 
-std::vector<std::string> Refills::take_complete() {
+std::vector<std::string> Refills::take_complete(int64_t now_ns) {
   std::vector<std::string> complete;
-  for (auto it = refills_.begin(); it != refills_.end();) {
-    if (it->second.waiting.empty()) {
-      complete.push_back(it->first);
-      it = refills_.erase(it);
-    } else {
-      ++it;
-    }
+  for (auto& [server, r] : refills_) {
+    if (!r.waiting.empty() || r.streams_done_ns != 0) continue;
+    r.streams_done_ns = std::max<int64_t>(now_ns, 1);
+    complete.push_back(server);
   }
   return complete;
 }
@@ -83,7 +80,8 @@ boost::json::array Refills::json(int64_t now_ns) const {
                             {"done", std::move(done)},
                             {"seconds", (now_ns - r.started_ns) / 1'000'000'000},
                             {"progress", peers ? scanned / static_cast<double>(peers) : 1.0},
-                            {"records_sent", sent}});
+                            {"records_sent", sent},
+                            {"streams_done", r.streams_done_ns != 0}});
   }
   return out;
 }

@@ -302,8 +302,8 @@ void HashServer::render_metrics(MetricsText& m) const {
   m.gauge("imhash_stream_records_per_second", "records per second the outbound stream delivers",
           static_cast<double>(stream_rate_));
   m.gauge("imhash_hash_filling",
-          "1 while the other replicas refill this server (it restarted empty): lookups of users it "
-          "does not hold are answered NOT_READY, so another copy is read",
+          "1 while the other replicas refill this server (it restarted empty): lookups are "
+          "answered NOT_READY, so another copy is read",
           filling_ ? 1 : 0);
   for (const auto& s : snapshots_) {
     const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
@@ -368,7 +368,7 @@ void HashServer::render_metrics(MetricsText& m) const {
     m.gauge("imhash_tombstones", "deletes remembered while ids may still be moving",
             static_cast<double>(s.tombstones), shard);
     m.counter("imhash_hash_not_ready_total",
-              "lookups of users not held, answered NOT_READY while the server was being refilled",
+              "lookups answered NOT_READY while the server was being refilled",
               static_cast<double>(s.counters.not_ready), shard);
     m.counter("imhash_tombstones_dropped_total",
               "deletes not remembered during a move because the tombstone set was full",
@@ -426,8 +426,8 @@ void HashServer::start_config_link(const std::string& advertised_address) {
   };
   cb.on_fill = [this](control::FillCommand cmd) {
     if (cmd.filling != filling_) {
-      spdlog::info(cmd.filling ? "being refilled by the other replicas: a LOOKUP of a user not "
-                                 "held here is answered NOT_READY, so another copy is read"
+      spdlog::info(cmd.filling ? "being refilled by the other replicas: a LOOKUP is answered "
+                                 "NOT_READY, so another copy is read"
                                : "not being refilled: serving every LOOKUP");
     }
     filling_ = cmd.filling;

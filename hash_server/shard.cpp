@@ -331,13 +331,19 @@ bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<u
     case FrameType::kGet: {
       ++counters_.gets;
       RecordStore::Record rec;
-      if (store_.get(q.id, rec)) {
+      // Being refilled (with replicas): not caught up. A record may still be on its way, and one
+      // it holds (streamed, or written since it started) may be older than a write a login server
+      // still holds for it; so every read goes to another copy until the config server says it
+      // is filled. Without a table yet, only a miss is in doubt. A fallback read (any owner) asks
+      // what this server holds.
+      const bool not_caught_up = filling_ && (q.flags & kFlagAnyOwner) == 0;
+      if (not_caught_up && router_ && router_->replicas() > 1) {
+        ++counters_.not_ready;
+        r.status = FrameStatus::kNotReady;
+      } else if (store_.get(q.id, rec)) {
         r.endpoint = rec.endpoint;
         r.age_seconds = now_ >= rec.last_seen ? now_ - rec.last_seen : 0;
-      } else if (filling_ && (!router_ || router_->replicas() > 1) &&
-                 (q.flags & kFlagAnyOwner) == 0) {
-        // Being refilled: the record may still be on its way. A fallback read (any owner) asks
-        // what this server holds, and gets a plain miss.
+      } else if (not_caught_up && !router_) {
         ++counters_.not_ready;
         r.status = FrameStatus::kNotReady;
       } else {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks that print figures (tests never assert times).
-# Usage: scripts/bench.sh hash|e2e|purge|stream|storm
+# Usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at the fill levels 2M,
 #         3.3M, 5M, 6.5M, 9M and 12M (IPv4, then IPv6; one hash server with 2 shards), and after a
@@ -22,6 +22,13 @@
 #         shards), then each is looked up: LOGINs answered OK / otherwise, users found, each
 #         shard's longest event-loop turn, the LOGINs' p99 / p999 (with BENCH_BASE_BUILD, the
 #         same storm into that build's hash server too).
+#   replicas (issue 14) kill: three hash servers (2 shards each) with replicas 2 and one login
+#         server under a verified open-loop load (300k users, 50k requests/s, 20 s); 5 s in hash2
+#         is killed with kill -9, 5 s later restarted empty on its address: lookups sent and
+#         failed, verify_failed, the longest wait for an answer and the p99, the login server's
+#         hint counters, the refill's duration. refill: BENCH_REFILL_RECORDS distinct users stored
+#         (a login storm) in BENCH_REFILL_SERVERS hash servers with replicas 2, hash2 killed with
+#         kill -9 and restarted empty: the records it holds after its refill, seconds, records/s.
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
@@ -33,6 +40,9 @@
 # sizes with fewer servers than copies are skipped), BENCH_E2E_KEYS (e2e: "on"
 # by default, the cluster key on every link; "off on" runs each size without, then with it; "tls":
 # the cluster key and TLS on the login -> hash links, so "on tls" gives the cost of TLS),
+# BENCH_REPLICAS_PARTS (replicas: default "kill refill"), BENCH_REFILL_RECORDS (5000000),
+# BENCH_REFILL_SERVERS (2: each holds every record; 3: hash2 holds about 2/3 of them),
+# BENCH_REFILL_STREAM_RATE (replicas refill: the hash servers' --stream-rate; default: theirs),
 # BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
@@ -407,7 +417,7 @@ metrics_of() {
   echo "$m"
 }
 # metric ADDR NAME: the sum of a metric's samples on that /metrics page.
-metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%.0f", s }'; }
+metric() { curl -s -m 5 "http://$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%.0f", s }'; }
 
 # The move from hash server $1 (its name) after the table change to version $2: waits for its
 # stream to run against that version and finish; prints "SECONDS RECORDS".
@@ -516,6 +526,239 @@ bench_stream() {
   stop_all
 }
 
+# Replicas (docs/design.md §3, "Replicas"; issue 14): a kill -9 under load, and refill speed.
+# replicas_cluster DIR SERVERS [HASH_ARGS...]: a config server, SERVERS hash servers hash1.. (2
+# shards each, a metrics listener, HASH_ARGS) in the table with replicas 2, and one login server
+# (1 thread, no rate limit, a metrics listener), logs in DIR. Sets R_CONFIG, R_IMCTL (an array),
+# R_PID[i], R_ADDR[i], R_METRICS[i], R_LOGIN, R_LOGIN_METRICS.
+replicas_cluster() {
+  local dir="$1" servers="$2" i names=()
+  shift 2
+  mkdir -p "$dir"
+  start_config_server "$dir" --heartbeat-ms 250 --grace-ms 10000
+  R_CONFIG=$CONFIG_ADDR
+  R_IMCTL=("$IMHASH_BUILD/config_server/imctl" --admin "$ADMIN_ADDR")
+  for i in $(seq 1 "$servers"); do
+    start_daemon "hash$i" "$dir" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+      --name "hash$i" --shards 2 --config "$R_CONFIG" --metrics 127.0.0.1:0 --log-level warn "$@"
+    R_PID[i]=$DAEMON_PID R_ADDR[i]=$LISTEN_ADDR R_METRICS[i]=$(metrics_of "$dir/hash$i.out")
+    wait_registered "$ADMIN_ADDR" "hash$i" || true
+    names+=("hash$i")
+  done
+  "${R_IMCTL[@]}" server add "${names[@]}" >/dev/null
+  "${R_IMCTL[@]}" replicas 2 >/dev/null
+  start_daemon login "$dir" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
+    --rate-limit 0 --config "$R_CONFIG" --threads 1 --metrics 127.0.0.1:0 --log-level warn
+  R_LOGIN=$LISTEN_ADDR R_LOGIN_METRICS=$(metrics_of "$dir/login.out")
+}
+
+# replicas_kill9 I: kill -9 hash server hashI, and reap it (so the shell reports no killed job).
+replicas_kill9() { { kill -9 "${R_PID[$1]}" && wait "${R_PID[$1]}"; } 2>/dev/null || true; }
+
+# replicas_restart DIR I [HASH_ARGS...]: starts hashI again, empty, on its old address (logs
+# DIR/hashI-restarted.*), and waits (bounded, 10 s) for the config server's log line that starts
+# its refill (or refuses one). Sets R_SKIP to the config log's line count before the restart and
+# R_T0 to the time of the restart.
+replicas_restart() {
+  local dir="$1" i="$2"
+  shift 2
+  R_SKIP=$(wc -l <"$dir/config.log")
+  R_T0=$(date +%s.%N)
+  start_daemon "hash$i-restarted" "$dir" "$IMHASH_BUILD/hash_server/hash_server" \
+    --listen "${R_ADDR[i]}" --name "hash$i" --shards 2 --config "$R_CONFIG" \
+    --metrics 127.0.0.1:0 --log-level warn "$@"
+  R_PID[i]=$DAEMON_PID R_METRICS[i]=$(metrics_of "$dir/hash$i-restarted.out")
+  for _ in $(seq 1 200); do
+    tail -n +"$((R_SKIP + 1))" "$dir/config.log" |
+      grep -q "hash$i started empty: \|hash$i: not refilled" && return 0
+    sleep 0.05
+  done
+  echo "bench.sh: hash$i did not register within 10 s of its restart ($dir/config.log)" >&2
+}
+
+# wait_refills_empty: polls `imctl --json status` (4 times a second, 600 s at most) until its
+# "refills" array is empty; prints the seconds since R_T0 (replicas_restart).
+wait_refills_empty() {
+  local deadline=$((SECONDS + 600))
+  for _ in $(seq 1 2400); do
+    "${R_IMCTL[@]}" --json status | grep -q '"refills":\[\]' && break
+    ((SECONDS < deadline)) || { echo "bench.sh: refills not empty after 600 s" >&2; break; }
+    sleep 0.25
+  done
+  echo "$(date +%s.%N) - $R_T0" | bc -l
+}
+
+# refill_seconds LOG NAME SKIP: NAME's refill in the config server's LOG after its first SKIP
+# lines, as "SECONDS RECORDS_SENT": from the line that starts it ("NAME started empty: refilling
+# it at version V") to the one that ends it ("NAME refilled: ..."), both stamped to the
+# millisecond; RECORDS_SENT: what its peers' streams at version V or later reported sent between.
+refill_seconds() {
+  python3 - "$@" <<'PY'
+import datetime, re, sys
+log, name, skip = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def stamp(line):
+    return datetime.datetime.fromisoformat(line.split()[0]).timestamp()
+start = end = version = None
+sent = 0
+for line in open(log).readlines()[skip:]:
+    if start is None:
+        m = re.search(rf" {re.escape(name)} started empty: refilling it at version (\d+) ", line)
+        if m:
+            start, version = stamp(line), int(m.group(1))
+        elif f" {name}: not refilled (" in line:
+            sys.exit(f"not refilled: {line.strip()} ({log})")
+        continue
+    m = re.search(r" hash/\S+: stream done at version (\d+) \((\d+) records sent\)", line)
+    if m and int(m.group(1)) >= version:
+        sent += int(m.group(2))
+    if f" {name} refilled: " in line:
+        end = stamp(line)
+        break
+if start is None:
+    sys.exit(f"no refill of {name} started ({log})")
+if end is None:
+    sys.exit(f"the refill of {name} did not end ({log})")
+print(f"{end - start:.3f} {sent}")
+PY
+}
+
+# The kill -9 case: a verified open-loop load of 300k users at 50k/s for 20 s through three hash
+# servers with replicas 2; 5 s in hash2 dies (kill -9), 5 s later it restarts empty on its
+# address and is refilled while the load goes on.
+replicas_kill() {
+  local dir="$work/kill" r poll_s held
+  replicas_cluster "$dir" 3
+  echo "== kill -9 under load: 3 hash servers (2 shards each), replicas 2, 1 login server (1 thread);"
+  echo "   udp_sim --users 300000 --rate 50000 (open loop) --duration 20 --verify; hash2 killed with"
+  echo "   kill -9 at 5 s and restarted empty on its address at 10 s (the first 6 s are mostly the"
+  echo "   users' LOGINs: 300k at 50k/s)"
+  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$R_LOGIN" --users 300000 --duration 20 \
+    --rate 50000 --verify --json >"$dir/udp_sim.json" 2>"$dir/udp_sim.progress" &
+  local sim_pid=$!
+  STARTED_PIDS+=("$sim_pid")
+  sleep 5
+  replicas_kill9 2
+  sleep 5
+  replicas_restart "$dir" 2
+  poll_s=$(wait_refills_empty)
+  r=$(refill_seconds "$dir/config.log" hash2 "$R_SKIP" 2>&1) || true
+  wait "$sim_pid" || true
+  held=$(metric "${R_METRICS[2]}" imhash_hash_records)
+  python3 - "$dir/udp_sim.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def failed(o):
+    bad = {k: v for k, v in o["status"].items() if k not in ("OK", "NOT_FOUND") and v}
+    return sum(bad.values()) + o["no_reply"] + o["abandoned"], bad
+lk = d["ops"]["LOOKUP"]
+n, bad = failed(lk)
+print(f"lookups: sent {lk['requests']}  failed {n} (statuses other than OK/NOT_FOUND:"
+      f" {', '.join(f'{k} {v}' for k, v in bad.items()) or 'none'};"
+      f" no reply after {d['retries'] + 1} tries {lk['no_reply']};"
+      f" unanswered at the end {lk['abandoned']})  re-sent tries {lk['retries']}")
+v = d["verify"]
+print(f"verify: {v['result']}  verify_failed {v['verify_failed']}  verified_ok {v['verified_ok']}"
+      f"  unjudged {v['unjudged']}")
+for f in v["failures"][:5]:
+    print(f"   failure: user {f['user']} {f['op']}: expected {f['expected']}, got {f['got']}")
+by_op = []
+for op, o in d["ops"].items():
+    parts = [f"{k} {v}" for k, v in failed(o)[1].items()]
+    if o["no_reply"]:
+        parts.append(f"no reply {o['no_reply']}")
+    if o["abandoned"]:
+        parts.append(f"unanswered {o['abandoned']}")
+    if parts:
+        by_op.append(f"{op}: " + ", ".join(parts))
+print(f"all requests: sent {d['requests']}  failed {failed(d)[0]} ({'; '.join(by_op) or 'none'})"
+      f"  re-sent tries {d['retries_sent']}")
+lat, llat = d["latency_us"], lk["latency_us"]
+print(f"longest wait for an answer (udp_sim's max latency: answered requests only, from the"
+      f" scheduled send to the reply's arrival, re-sent tries included): {lat['max']} us"
+      f" (lookups {llat['max']} us)")
+print(f"p99 {lat['p99']} us  p999 {lat['p999']} us  p50 {lat['p50']} us  (lookups p99 {llat['p99']} us)")
+PY
+  local m
+  printf "login server /metrics:"
+  for m in hints_queued hints_replayed hints_dropped replica_reads replica_write_failures; do
+    printf "  %s %s" "$m" "$(metric "$R_LOGIN_METRICS" "imhash_login_${m}_total")"
+  done
+  echo
+  if [[ "$r" =~ ^[0-9.]+\ [0-9]+$ ]]; then
+    printf "refill of hash2 after its restart: %.3f s (config server log: registration to refilled), %s records streamed to it; it holds %s at the end of the load\n" \
+      "${r% *}" "${r#* }" "$held"
+  else
+    echo "refill of hash2 after its restart: $r"
+  fi
+  printf "   refills empty in imctl status %.2f s after the restart (the process started; polled every 0.25 s)\n" "$poll_s"
+  echo "per second (udp_sim progress; hash2 down from 5 s to 10 s):"
+  grep '^\[' "$dir/udp_sim.progress" | sed 's/^/   /' || true
+  echo "   logs: $dir"
+  stop_all
+}
+
+# Refill speed: BENCH_REFILL_RECORDS distinct users stored by a login storm, then hash2 killed
+# with kill -9 once it holds its share and restarted empty: its refill from its peers' streams,
+# timed by the config server's log.
+replicas_refill() {
+  local dir="$work/refill" n="${BENCH_REFILL_RECORDS:-5000000}" servers="${BENCH_REFILL_SERVERS:-2}"
+  local rate_args=() rate_label="the default --stream-rate (100000/s per server)"
+  if [[ -n "${BENCH_REFILL_STREAM_RATE:-}" ]]; then
+    rate_args=(--stream-rate "$BENCH_REFILL_STREAM_RATE")
+    rate_label="--stream-rate $BENCH_REFILL_STREAM_RATE"
+  fi
+  replicas_cluster "$dir" "$servers" "${rate_args[@]}"
+  local share=$((n * 2 / servers)) t0 t1
+  echo "== refill of an empty hash server: $n users in $servers hash servers (2 shards each), replicas 2, $rate_label"
+  t0=$(date +%s.%N)
+  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$R_LOGIN" --users "$n" --storm --verify \
+    --sockets 1 --duration 900 --json >"$dir/storm.json" 2>"$dir/storm.progress" || true
+  t1=$(date +%s.%N)
+  json_field '"fill (udp_sim --storm): %d LOGINs answered OK of %d, %d users found, %d lost, in %.1f s" % (d["ops"]["LOGIN"]["status"]["OK"], d["ops"]["LOGIN"]["requests"], d["verify"]["verified_ok"], d["verify"]["verify_failed"], '"$(echo "$t1 - $t0" | bc -l)"')' \
+    <"$dir/storm.json"
+  # Its share (every record with 2 servers, about 2/3 of them with 3): until it has it, or its
+  # count stops moving (60 s at most).
+  local held last=-1 deadline=$((SECONDS + 60))
+  for _ in $(seq 1 120); do
+    held=$(metric "${R_METRICS[2]}" imhash_hash_records)
+    [[ $held -ge $share || $held -eq $last || $SECONDS -ge $deadline ]] && break
+    last=$held
+    sleep 0.5
+  done
+  echo "hash2 before the kill: $held records (its share: $share)"
+  replicas_kill9 2
+  sleep 1
+  local r poll_s
+  replicas_restart "$dir" 2 "${rate_args[@]}"
+  poll_s=$(wait_refills_empty)
+  r=$(refill_seconds "$dir/config.log" hash2 "$R_SKIP" 2>&1) || true
+  held=$(metric "${R_METRICS[2]}" imhash_hash_records)
+  if [[ "$r" =~ ^[0-9.]+\ [0-9]+$ ]]; then
+    printf "refill: hash2 holds %s records after it (%s streamed to it) after %.3f s (config server log: registration to refilled): %.0f records/s\n" \
+      "$held" "${r#* }" "${r% *}" "$(echo "$held / ${r% *}" | bc -l)"
+  else
+    echo "refill: $r; hash2 holds $held records"
+  fi
+  printf "   refills empty in imctl status %.2f s after the restart (the process started; polled every 0.25 s)\n" "$poll_s"
+  echo "   logs: $dir"
+  stop_all
+}
+
+bench_replicas() {
+  build_release --bench -DIMHASH_WERROR=ON
+  host_note
+  echo "== hiccups: every core spinning for 2 s (tools/hiccup_meter)"
+  "$IMHASH_BUILD/tools/hiccup_meter" --duration 2 | sed 's/^/   /'
+  local part
+  for part in ${BENCH_REPLICAS_PARTS:-kill refill}; do
+    case "$part" in
+      kill) replicas_kill ;;
+      refill) replicas_refill ;;
+      *) echo "bench.sh: BENCH_REPLICAS_PARTS: no part $part (kill, refill)" >&2; return 64 ;;
+    esac
+  done
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
 rport=""
 case "${1:-}" in
@@ -524,5 +767,6 @@ case "${1:-}" in
   purge) bench_purge ;;
   stream) bench_stream ;;
   storm) bench_storm ;;
-  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm" >&2; exit 64 ;;
+  replicas) bench_replicas ;;
+  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas" >&2; exit 64 ;;
 esac

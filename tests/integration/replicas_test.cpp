@@ -131,8 +131,8 @@ TEST_CASE("replicas: a server back empty is refilled, and a LOGOUT while it was 
     REQUIRE(bye);
     CHECK(bye->status == client::Status::kOk);
   }
-  // Back empty, on the same address: until the others have streamed to it, a lookup of a user it
-  // does not hold yet is read from another copy.
+  // Back empty, on the same address: until the others have streamed to it (and the login server
+  // has sent what it held for it), its lookups are read from another copy.
   c.start_hash(2);
   CHECK(found(udp, kLoggedOut + 1, kUsers - kLoggedOut) == kUsers - kLoggedOut);
   CHECK(not_logged_out(client, 1, kLoggedOut) == 0);

@@ -353,12 +353,17 @@ TEST_CASE("imctl: status with replicas shows each hash server's lag and the refi
        "version": 4, "last_heartbeat_ms": 20, "held_writes": {"hash2": 1250}}
     ],
     "refills": [{"server": "hash2", "version": 4, "waiting": ["hash3"], "done": ["hash1"],
-                 "seconds": 2, "progress": 0.625, "records_sent": 5000}]})");
+                 "seconds": 2, "progress": 0.625, "records_sent": 5000, "streams_done": false},
+                {"server": "hash4", "version": 4, "waiting": [], "done": ["hash1"],
+                 "seconds": 9, "progress": 1, "records_sent": 70, "streams_done": true,
+                 "login_servers_holding": ["login1"]}]})");
   CHECK(format_status(body) ==
         "table version 4, mode ring, replicas 2, converged: yes\n"
-        "refills (lookups of users a server does not hold yet read another copy):\n"
+        "refills (lookups read another copy until the server has caught up):\n"
         "  hash2 at version 4, for 2 s, 63% scanned, 5000 records in, waiting for the streams of "
         "hash3\n"
+        "  hash4 at version 4, for 9 s, 100% scanned, 70 records in, waiting for the login servers "
+        "login1 to send what they hold for it\n"
         "\n"
         "ROLE   NAME    ADDRESS         STATE  VERSION  HEARTBEAT  RECORDS  REQUESTS/S  LAG\n"
         "hash   hash1   127.0.0.1:7001  up     4        20ms ago   10       -           0\n"
