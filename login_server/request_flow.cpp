@@ -167,6 +167,7 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
   const auto index = static_cast<uint32_t>(token);
   if (status == Status::kUnavailable) hold_again(index, now_ns);
   if (read_next_member(index, now_ns, out)) return;
+  if (status == Status::kUnavailable && write_next_member(index, now_ns, out)) return;
   fail(index, status, now_ns, out);
 }
 
@@ -405,6 +406,28 @@ bool RequestFlow::read_next_member(uint32_t index, int64_t now_ns, FlowActions& 
     if (!ready(target, now_ns, out)) continue;
     slots_[index].member = static_cast<uint8_t>(i);
     ++counters_.replica_reads;
+    send(index, target, router_->version(), out);
+    return true;
+  }
+  return false;
+}
+
+bool RequestFlow::write_next_member(uint32_t index, int64_t now_ns, FlowActions& out) {
+  // The answering member's link broke with the write on it (or it was never submitted): the write
+  // is held for that member (hold_again), and the next member that can take it answers the
+  // client instead. It had its copy already (write_replicas): a second one is the same write.
+  // Not after a timeout: that write may still be applied, and is the client's to retry.
+  const Request& r = slots_[index];
+  if (r.type == FrameType::kGet || r.flags != 0 || !router_ || router_->replicas() == 1 ||
+      (r.stage != Request::Stage::kFirst && r.stage != Request::Stage::kNewDelete) ||
+      r.link_version != router_->version()) {
+    return false;
+  }
+  const ReplicaSet set = router_->replica_set(r.ask.user_id);
+  for (uint32_t i = r.member + 1u; i < set.size; ++i) {
+    const LinkTarget target = member_target(set.routes[i]);
+    if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
+    slots_[index].member = static_cast<uint8_t>(i);
     send(index, target, router_->version(), out);
     return true;
   }

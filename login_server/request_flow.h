@@ -225,6 +225,8 @@ class RequestFlow {
   // writes are sent first, leaving room for that frame).
   bool ready(const LinkTarget& target, int64_t now_ns, FlowActions& out);
   bool read_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
+  // A write whose answering member's link failed goes to the next member that can take it.
+  bool write_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
   void read_repair(const Request& found_for, const frame::Response& found, FlowActions& out);
   void need_table(uint64_t their_version, FlowActions& out) const;
   void on_moved(uint32_t index, uint64_t their_version, int64_t now_ns, FlowActions& out);

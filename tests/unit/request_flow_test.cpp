@@ -1021,16 +1021,32 @@ TEST_CASE("request_flow: a write whose link failed is held for its member again"
     REQUIRE(h.request(Op::kLogout, 10).size() == 1);  // hash2's delete is held
     check_send(copy_fails_then_link_back(), "hash2", FrameType::kDelete, 2);
   }
-  SUBCASE("the answering member's: the client hears UNAVAILABLE, the member gets it later") {
+  SUBCASE("the answering member's: the next member answers, the member gets it later") {
     auto& r = h.fail_with(login[0].token, Status::kUnavailable);
     REQUIRE(r.size() == 1);
-    CHECK(reply_of(r[0]).status == Status::kUnavailable);
+    check_send(r[0], "hash2", FrameType::kUpsert, 2);
+    CHECK(r[0].token == login[0].token);  // the client's request, answered by hash2 now
     CHECK(h.flow.hints() == 1);
+    auto& ok = h.answer_with(login[0].token, answer(FrameStatus::kOk));
+    REQUIRE(ok.size() == 1);
+    CHECK(reply_of(ok[0]).status == Status::kOk);
     // Reads avoid hash1 until it has had it.
     auto& read = h.request(Op::kLookup, 10);
     REQUIRE(read.size() == 2);
     check_send(read[0], "hash1", FrameType::kUpsert, 2);
     check_send(read[1], "hash1", FrameType::kGet, 2);
+  }
+  SUBCASE("the answering member's, with no other member to take it: UNAVAILABLE") {
+    h.links.blocked = {"hash2"};
+    auto& r = h.fail_with(login[0].token, Status::kUnavailable);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kUnavailable);
+  }
+  SUBCASE("the answering member's timeout is the client's: no other member is asked") {
+    auto& r = h.fail_with(login[0].token, Status::kTimeout);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kTimeout);
+    CHECK(h.flow.hints() == 0);
   }
   SUBCASE("not with one copy: the client tries again, there is no other copy to read") {
     h.set(routing(replicated(2, 1, 1)));
