@@ -9,6 +9,16 @@ using client::Status;
 using frame::FrameStatus;
 using frame::FrameType;
 
+namespace {
+
+// One server under two tables: the same name at the same address (the worker's links are per
+// name, address and shards).
+bool same_server(const ServerInfo& a, const ServerInfo& b) {
+  return a.name == b.name && a.address == b.address;
+}
+
+}  // namespace
+
 RequestFlow::RequestFlow(const FlowSettings& settings, const LinkView& links,
                          LoginCounters& counters)
     : settings_(settings),
@@ -209,7 +219,7 @@ size_t RequestFlow::hint_queue_of(const LinkTarget& target) const {
   for (size_t i = 0; i < hint_queues_.size(); ++i) {
     const HintQueue& q = hint_queues_[i];
     if (q.shard == target.shard && q.server == target.server->name &&
-        q.address == target.server->address) {
+        q.address == target.server->address) {  // a queue keeps the names, not a ServerInfo
       return i;
     }
   }
@@ -303,8 +313,7 @@ bool RequestFlow::ready(const LinkTarget& target, int64_t now_ns, FlowActions& o
 }
 
 bool RequestFlow::same_link(const LinkTarget& a, const LinkTarget& b) {
-  return a.shard == b.shard && a.server->name == b.server->name &&
-         a.server->address == b.server->address;
+  return a.shard == b.shard && same_server(*a.server, *b.server);
 }
 
 // ---- the stages ---------------------------------------------------------------------------------
@@ -445,17 +454,14 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
     if (now_ns >= e.grace_until_ns) continue;
     if (now_set.size == 0) now_set = router_->replica_set(id);
     const ReplicaSet then_set = e.router->replica_set(id);
-    const auto same = [](const ServerInfo& a, const ServerInfo& b) {
-      return a.name == b.name && a.address == b.address;
-    };
     if (answered) {
       // The same set then as now: nothing was moved, every member has had every write.
       bool unchanged = then_set.size == now_set.size;
       for (uint32_t k = 0; unchanged && k < then_set.size; ++k) {
         bool found = false;
         for (uint32_t j = 0; j < now_set.size; ++j) {
-          found = found || same(e.router->table().servers[then_set.routes[k].server],
-                                servers[now_set.routes[j].server]);
+          found = found || same_server(e.router->table().servers[then_set.routes[k].server],
+                                       servers[now_set.routes[j].server]);
         }
         unchanged = found;
       }
@@ -467,12 +473,12 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
       if (answered) {
         // A read asks every other member of the earlier set, current ones too: after a
         // failover the new owner has not been streamed the id yet, and its old replica has it.
-        if (same(then, *answered)) continue;
+        if (same_server(then, *answered)) continue;
       } else {
         // A delete: a server that holds the id now as well gets the current members' delete.
         bool holds_now = false;
         for (uint32_t k = 0; k < now_set.size; ++k)
-          holds_now = holds_now || same(servers[now_set.routes[k].server], then);
+          holds_now = holds_now || same_server(servers[now_set.routes[k].server], then);
         if (holds_now) continue;
       }
       // The worker keeps one set of links per server (name, address, shards): a server the current

@@ -14,6 +14,7 @@
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/frame_client.h"
 #include "tests/integration/log_file.h"
+#include "tests/integration/sim_runs.h"
 #include "tests/integration/tcp_proxy.h"
 #include "tests/integration/udp_client.h"
 #include "tests/wait_until.h"
@@ -25,13 +26,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);  // between imctl or FrameClient polls
-
-json::object run_sim(ChildProcess& sim) {
-  const std::string out = sim.read_all(std::chrono::seconds(90));
-  const auto at = out.find('{');
-  REQUIRE(at != std::string::npos);
-  return json::parse(out.substr(at)).as_object();
-}
 
 uint64_t field(const json::object& o, std::string_view path1, std::string_view path2 = {}) {
   const json::value& v = o.at(path1);

@@ -227,6 +227,17 @@ TEST_CASE("hostile node port: an impostor under a live hash server's name is ref
   CHECK(text(node_status(c, "hash1"), "address") == c.hash_address(1));
   REQUIRE(c.imctl({"split", "1000"}).exit_code == 0);
   CHECK(c.wait_converged(c.version(), 3));
+  // The login server's link to the new process comes back after its reconnect back-off: until
+  // then hash1's users get UNAVAILABLE (a loaded machine may take a while).
+  UdpClient probe(udp);
+  CHECK(wait_until([&] {
+    for (uint64_t id = 1; id <= 300; ++id) {
+      const auto r = probe.call(
+          UdpClient::make(client::Op::kLogin, id, Endpoint::v4(0x0a000001, 5000 + id % 1000)));
+      if (!r || r->status != client::Status::kOk) return false;
+    }
+    return true;
+  }));
   every_lookup_served(udp, 300, true);
 }
 
