@@ -1,5 +1,5 @@
-// The monotonic clock in nanoseconds (std::chrono::steady_clock, CLOCK_MONOTONIC on Linux), as
-// the servers' timers, heartbeats and grace periods and udp_sim's pacing read it. Any thread.
+// Clocks. The monotonic clock in nanoseconds (std::chrono::steady_clock, CLOCK_MONOTONIC on Linux),
+// as the servers' timers, heartbeats and grace periods and udp_sim's pacing read it. Any thread.
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,14 @@ inline int64_t monotonic_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The wall clock (CLOCK_REALTIME) in microseconds since the Unix epoch: for timestamps another
+// process reads (a heartbeat's "sent_us"), never for timers.
+inline uint64_t unix_micros() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 }  // namespace imhash

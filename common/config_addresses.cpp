@@ -43,6 +43,16 @@ const std::string& ConfigAddresses::advance() {
   return text_[at_];
 }
 
+bool ConfigAddresses::move_to(const std::string& text) {
+  for (size_t i = 0; i < text_.size(); ++i) {
+    if (text_[i] == text) {
+      at_ = i;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string ConfigAddresses::to_string() const {
   std::string out;
   for (const std::string& t : text_) out += (out.empty() ? "" : ",") + t;

@@ -28,6 +28,9 @@ class ConfigAddresses {
   size_t size() const { return all_.size(); }
   // Moves to the next address (wrapping); returns it.
   const std::string& advance();
+  // Moves to the address written `text` ("HOST:PORT" as given); false (and no move) if it is not
+  // one of them.
+  bool move_to(const std::string& text);
   // "HOST:PORT" of every address, joined by commas.
   std::string to_string() const;
   // "config server A:P", or with several "config server B:P (2 of 3)", for log lines.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/clock.h"
 #include "common/config_addresses.h"
 #include "common/link_auth.h"
 #include "common/options.h"
@@ -106,10 +107,13 @@ struct ConfigLink::State {
 
   bool started = false;
   bool stopped = false;
-  bool welcomed = false;     // this session: the welcome arrived (connected() == welcomed)
-  bool quiet = false;        // a failure was logged since the last change of state
-  bool refused = false;      // this session: the config server refused the registration
-  std::string last_refusal;  // logged once while the config server keeps refusing the same way
+  bool welcomed = false;       // this session: the welcome arrived (connected() == welcomed)
+  bool quiet = false;          // a failure was logged since the last change of state
+  bool refused = false;        // this session: the config server refused the registration
+  std::string refused_leader;  // and named the leader (a standby config server)
+  // By address: logged once while each config server keeps refusing the same way (several
+  // standbys refuse in turn while there is no leader).
+  std::map<size_t, std::string> last_refusal;
   // How the end of this session is logged: info, or worse if the config server misbehaved.
   spdlog::level::level_enum failure_level = spdlog::level::info;
   milliseconds heartbeat;
@@ -190,13 +194,23 @@ asio::awaitable<void> ConfigLink::State::run(std::shared_ptr<State> keep_alive) 
     // but one that misbehaves (malformed messages, a stuck write) is reported every time, and a
     // refusal once per reason.
     const std::string on = addresses.describe();
-    const std::string then =
-        addresses.size() > 1 ? "; trying " + addresses.advance() + " next" : std::string();
+    const size_t refused_at = addresses.position();
+    // A standby config server names the leader: dial it next if it is one of ours.
+    const bool to_leader = refused && !refused_leader.empty() && addresses.move_to(refused_leader);
+    const std::string then = to_leader ? "; trying the leader " + refused_leader + " next"
+                             : addresses.size() > 1 ? "; trying " + addresses.advance() + " next"
+                                                    : std::string();
+    refused_leader.clear();
     if (refused) {
-      const bool again = reason == last_refusal;
-      spdlog::log(again ? spdlog::level::debug : spdlog::level::err, "{}: the {} {}{}", who(), on,
-                  reason, then.empty() ? "; trying again later" : then);
-      last_refusal = reason;
+      const bool again = last_refusal[refused_at] == reason;
+      // A standby naming the leader is the normal way to find it (info); anything else is an
+      // error.
+      spdlog::log(again       ? spdlog::level::debug
+                  : to_leader ? spdlog::level::info
+                              : spdlog::level::err,
+                  "{}: the {} {}{}", who(), on, reason,
+                  then.empty() ? "; trying again later" : then);
+      last_refusal[refused_at] = reason;
       quiet = true;
     } else if (failure_level != spdlog::level::info) {
       spdlog::log(failure_level, "{}: {}: {}{}", who(), on, reason,
@@ -220,7 +234,11 @@ asio::awaitable<void> ConfigLink::State::run(std::shared_ptr<State> keep_alive) 
       if (Clock::now() - welcomed_at >= kStableSession) backoff.reset();
       if (stopped) break;  // on_state may have stopped the link
     }
-    retry_timer.expires_after(backoff.next());
+    // Sent to the leader: dial it at once (the back-off still grows, so two config servers that
+    // name each other cannot make a loop without pause).
+    const auto pause = backoff.next();
+    retry_timer.expires_after(to_leader ? std::min<milliseconds>(pause, settings.backoff_initial)
+                                        : pause);
     co_await retry_timer.async_wait(kTuple);
   }
   spdlog::debug("{}: stopped", who());
@@ -356,6 +374,7 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
   if (auto* r = std::get_if<control::Refused>(&m); r && !welcomed) {
     reason = "refused the registration: " + r->reason;
     refused = true;
+    refused_leader = r->leader;
     return false;
   }
   if (!welcomed) {
@@ -509,7 +528,7 @@ void ConfigLink::State::encode_output() {
     stream_due = false;
   }
   if (heartbeat_due && welcomed) {
-    control::Heartbeat hb{self.version, {}, {}};
+    control::Heartbeat hb{self.version, {}, {}, unix_micros()};
     invoke("stats", [&] {
       if (cb.stats) hb.stats = cb.stats();
       if (cb.held_writes) hb.held_writes = cb.held_writes();

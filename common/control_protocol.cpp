@@ -69,6 +69,7 @@ struct Encoder {
       for (const auto& [name, n] : m.held_writes) held[name] = n;
       o["held_writes"] = std::move(held);
     }
+    if (m.sent_us != 0) o["sent_us"] = m.sent_us;
     append_frame(json::serialize(o), out);
   }
   void operator()(const Ack& m) {
@@ -116,6 +117,7 @@ struct Encoder {
     json::object o;
     o["type"] = "refused";
     o["reason"] = m.reason;
+    if (!m.leader.empty()) o["leader"] = m.leader;
     append_frame(json::serialize(o), out);
   }
   void operator()(const AuthHello& m) {
@@ -203,6 +205,7 @@ bool decode_heartbeat(JsonObject& o, Heartbeat& m) {
       m.held_writes[std::string(entry.key())] = n;
     }
   }
+  o.get("sent_us").integer(m.sent_us);
   if (!o.ok()) return false;
   m.stats = stats.members();
   return true;
@@ -298,7 +301,9 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
   } else if (type == "fill") {
     o.need("filling").boolean(m.emplace<FillCommand>().filling);
   } else if (type == "refused") {
-    o.need("reason").string(m.emplace<Refused>().reason);
+    Refused& r = m.emplace<Refused>();
+    o.need("reason").string(r.reason);
+    o.get("leader").string(r.leader);
   } else if (type == "auth_hello") {
     AuthHello& h = m.emplace<AuthHello>();
     o.need("role").choice(h.role, kRoles, to_string);

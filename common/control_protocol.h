@@ -12,7 +12,8 @@
 //   node -> config
 //     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N,
 //      "fresh":BOOL,"filling":BOOL}
-//     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...},"held_writes":{S:N,...}}
+//     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...},"held_writes":{S:N,...},
+//      "sent_us":N}
 //     {"type":"ack","version":N}
 //     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
 //                                       "deleted":N,"id":N},...]}
@@ -25,8 +26,8 @@
 //     {"type":"purge","action":S,"age_s":N,"id":N}
 //     {"type":"stream","action":"start"|"cancel","version":N,"lost":[S,...]}
 //     {"type":"fill","filling":BOOL}
-//     {"type":"refused","reason":S}   (instead of a welcome: the registration is refused; the
-//                                      config server closes the link after it)
+//     {"type":"refused","reason":S,"leader":S}   (instead of a welcome: the registration is
+//                                      refused; the config server closes the link after it)
 //
 // TABLE is the table-file JSON of common/table_json.h, read in place with read_table's checks
 // (unknown keys rejected there too) and validated. Integers are plain JSON integers (no fraction,
@@ -85,6 +86,10 @@ struct Heartbeat {
   // links could not take them (RequestFlow's hints), summed over shards and workers: what that
   // server has not applied yet. Optional ("held_writes", absent when empty), at most kMaxServers.
   std::map<std::string, uint64_t> held_writes;
+  // When the node sent it: Unix time in microseconds (optional "sent_us", 0 when absent). The
+  // config server measures how late it handles heartbeats from it (the same clock only on one
+  // host; across hosts the figure includes the clocks' offset).
+  uint64_t sent_us = 0;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 
@@ -187,6 +192,10 @@ struct FillCommand {
 // address nobody can dial); the node logs the reason and tries again later.
 struct Refused {
   std::string reason;  // one sentence
+  // A standby config server (several against one store, docs/design.md §5): the node address
+  // ("HOST:PORT") of the leader, which the node dials next if it knows it (optional, "" when
+  // absent or unknown).
+  std::string leader;
   friend bool operator==(const Refused&, const Refused&) = default;
 };
 

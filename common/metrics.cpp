@@ -1,7 +1,5 @@
 #include "common/metrics.h"
 
-#include "common/endpoint.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/endpoint.h"
 #include "common/process_metrics.h"
 
 namespace asio = boost::asio;

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "common/log_format.h"
 #include "common/endpoint.h"
+#include "common/log_format.h"
 
 namespace po = boost::program_options;
 

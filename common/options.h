@@ -1,4 +1,5 @@
-// The options helper every imhash program uses (docs/design.md §7): one shape for all command lines.
+// The options helper every imhash program uses (docs/design.md §7): one shape for all command
+// lines.
 // --help prints the options with their defaults; --log-level sets spdlog's level, --log-format
 // the shape of the log lines (common/log_format.h); --config-file
 // FILE reads the same keys as the flags ("key = value" lines, flags win over the file); port 0

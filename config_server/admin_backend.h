@@ -96,6 +96,11 @@ class AdminBackend {
   // POST /v1/streams/NAME/cancel | restart (no body, or {}): answers {"server", "requested",
   // "version"}.
   virtual AdminResult stream_control(const std::string& server, StreamControl action) = 0;
+
+  // A standby config server (several against one store) answers every request but GET /healthz
+  // with this: 503 {"error", "leader": {"name", "admin", "node"}} ("leader" absent when none is
+  // known). nullopt: it serves.
+  virtual std::optional<AdminResult> standby_answer() { return std::nullopt; }
 };
 
 }  // namespace imhash

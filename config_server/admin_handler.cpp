@@ -400,6 +400,9 @@ AdminResult dispatch(AdminBackend& backend, const Route& route, verb method,
   const std::string endpoint = std::string(http::to_string(method)) + " " +
                                std::string(route.shape.empty() ? route.path : route.shape);
 
+  if (route.endpoint != Endpoint::kHealth) {
+    if (std::optional<AdminResult> standby = backend.standby_answer()) return std::move(*standby);
+  }
   if (route.endpoint == Endpoint::kHistory) return history(backend, query);
   Query none;
   if (std::string e =

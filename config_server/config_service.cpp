@@ -25,6 +25,10 @@ using frame::PurgeAction;
 
 namespace {
 
+// Buckets of the heartbeat handling lag histogram (seconds).
+const std::vector<double> kHeartbeatLagBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                              0.1,    0.25,  0.5,    1,     2.5,  5};
+
 // Wall-clock Unix milliseconds: pending purges keep their grace period across a restart, and purge
 // ids start from it so that a restarted config server does not reuse one.
 uint64_t unix_ms() {
@@ -73,6 +77,93 @@ ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
   next_purge_id_ = unix_ms();
 }
 
+void ConfigService::set_control_plane(std::string name, ControlPlaneHooks hooks, bool leading) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  name_ = std::move(name);
+  hooks_ = std::move(hooks);
+  leading_ = leading;
+  if (!leading_) standby_why_ = "not elected yet";
+}
+
+std::string ConfigService::lead() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  if (std::string err = store_.reload(); !err.empty()) return err;
+  // What the previous leader left: the table, its history and the pending purges. The nodes
+  // register again, as after a restart.
+  nodes_.clear();
+  drains_.clear();
+  refills_ = Refills{};
+  convergence_ = Convergence{};
+  router_.reset();
+  if (store_.current()) router_ = Router::compile(*store_.current());
+  pending_ = store_.pending_purges();
+  push_bytes_.clear();
+  push_bytes_version_ = 0;
+  leading_ = true;
+  standby_why_.clear();
+  // The nodes find the new leader within their reconnect back-off (at most 2 s after it leads)
+  // and a DOWN window: until then a table change would miss the ones not back yet (they would
+  // answer and ask with different tables), and a pending purge must not go out because the nodes
+  // it waits for are merely unknown here. A first table (version 0) has nobody to wait for.
+  settle_until_ns_ =
+      store_.version() == 0
+          ? 0
+          : monotonic_ns() + std::max<int64_t>(down_after_ns(), kSettleAfterTakeover.count());
+  spdlog::info("config server {}: serving version {} from {}", name_, store_.version(),
+               store_.describe());
+  return {};
+}
+
+void ConfigService::step_down(const std::string& why) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  standby_why_ = why;
+  if (!leading_) return;
+  leading_ = false;
+  for (auto& [key, n] : nodes_) {
+    if (!n.session) continue;
+    n.session->key.clear();
+    n.session->close();
+  }
+  nodes_.clear();
+  drains_.clear();
+  refills_ = Refills{};
+  convergence_ = Convergence{};
+  pending_.clear();  // the leader's now: a standby shows none (nor alerts on them)
+  spdlog::warn("config server {}: standing by ({}); node links closed", name_, why);
+}
+
+std::string ConfigService::standby_reason() const {
+  const std::optional<ConfigServerInfo> leader =
+      hooks_.leader ? hooks_.leader() : std::optional<ConfigServerInfo>();
+  const std::string me = "this config server" + (name_.empty() ? "" : " (" + name_ + ")");
+  if (leader && leader->name != name_) {
+    return me + " is a standby; the leader is " + leader->name + " at " + leader->admin +
+           " (nodes: " + leader->node + ")";
+  }
+  return me + " is a standby and no leader is known: " + standby_why_;
+}
+
+std::optional<AdminResult> ConfigService::standby_answer() {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  if (leading_) return std::nullopt;
+  AdminResult r = AdminResult::error(503, standby_reason());
+  const std::optional<ConfigServerInfo> leader =
+      hooks_.leader ? hooks_.leader() : std::optional<ConfigServerInfo>();
+  if (leader && leader->name != name_) r.body.as_object()["leader"] = leader->to_json();
+  return r;
+}
+
+std::string ConfigService::store_write(const std::function<std::string()>& write) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string err = write();
+  store_last_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  store_total_ms_ += store_last_ms_;
+  ++store_writes_;
+  if (!err.empty()) ++store_write_errors_;
+  return err;
+}
+
 void ConfigService::start() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   timer_.expires_after(settings_.heartbeat / 2);
@@ -114,6 +205,15 @@ PendingPurge* ConfigService::pending_for(const std::string& server) {
 void ConfigService::on_message(NodeSession& session, const control::Message& m) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   const int64_t now = monotonic_ns();
+  if (!leading_) {
+    // A standby: the node dials the leader next (it knows its address if it was configured with
+    // every config server).
+    const std::optional<ConfigServerInfo> leader =
+        hooks_.leader ? hooks_.leader() : std::optional<ConfigServerInfo>();
+    session.send_last(
+        control::Refused{standby_reason(), leader && leader->name != name_ ? leader->node : ""});
+    return;
+  }
   if (const auto* reg = std::get_if<control::Register>(&m)) {
     const std::string role = control::to_string(reg->role);
     const std::string key = role + "/" + reg->name;
@@ -121,7 +221,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       // Refused before it touches the registry: a node of that name already registered keeps its
       // entry. The node logs the reason and tries again after its back-off.
       spdlog::error("{} from {}: registration refused: {}", key, session.peer(), why);
-      session.send_last(control::Refused{std::move(why)});
+      session.send_last(control::Refused{std::move(why), ""});
       return;
     }
     if (!session.key.empty() && session.key != key) {
@@ -135,7 +235,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       // the name over once the holder's link has closed or it is DOWN.
       ++refused_name_held_;
       spdlog::warn("{} from {}: registration refused: {}", key, session.peer(), why);
-      session.send_last(control::Refused{std::move(why)});
+      session.send_last(control::Refused{std::move(why), ""});
       return;
     }
     Node& n = nodes_[key];
@@ -195,6 +295,18 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     // A version above the latest pushed is not trusted for convergence; a lower one does not
     // lower what the node acknowledged (heartbeats and acks may cross).
     take_version(n, session, kFromHeartbeat, hb->version);
+    if (hb->sent_us != 0) {
+      const uint64_t now_us = unix_micros();
+      const double lag_s =
+          now_us > hb->sent_us ? static_cast<double>(now_us - hb->sent_us) / 1e6 : 0;
+      if (heartbeat_lag_counts_.empty())
+        heartbeat_lag_counts_.assign(kHeartbeatLagBounds.size() + 1, 0);
+      size_t b = 0;
+      while (b < kHeartbeatLagBounds.size() && lag_s > kHeartbeatLagBounds[b]) ++b;
+      ++heartbeat_lag_counts_[b];
+      heartbeat_lag_sum_s_ += lag_s;
+    }
+    ++heartbeats_;
     n.stats = hb->stats;
     n.held_writes = hb->held_writes;
     n.heartbeat_ns = now;
@@ -313,6 +425,10 @@ std::string ConfigService::name_held(const std::string& key, const NodeSession& 
          "give this one another --name)";
 }
 
+int64_t ConfigService::settling_ns() const {
+  return settle_until_ns_ == 0 ? 0 : std::max<int64_t>(0, settle_until_ns_ - monotonic_ns());
+}
+
 int64_t ConfigService::down_after_ns() const {
   return std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
 }
@@ -422,12 +538,14 @@ void ConfigService::send_stream(Node& n, StreamAction action, uint64_t version) 
 void ConfigService::save_pending(const char* why) {
   // A write that fails leaves the file one step behind: after a restart a purge already sent is
   // sent again (harmless), or one just added is missing (the old copies stay, as before issue 13).
-  if (std::string err = store_.set_pending_purges(pending_); !err.empty()) {
+  if (std::string err = store_write([&] { return store_.set_pending_purges(pending_); });
+      !err.empty()) {
     spdlog::error("cannot persist the pending purges ({}): {}", why, err);
   }
 }
 
 void ConfigService::tick() {
+  if (!leading_) return;
   const int64_t now = monotonic_ns();
   const int64_t down_after = down_after_ns();
   for (auto& [key, n] : nodes_) {
@@ -619,6 +737,10 @@ std::vector<std::string> ConfigService::purge_waits(const PendingPurge& p, bool&
   if (const uint64_t now = unix_ms(); now < p.not_before_ms) {
     waits.push_back("grace period (" + format_ms(p.not_before_ms - now) + " left)");
   }
+  if (const int64_t left = settling_ns(); left > 0) {
+    waits.push_back("the nodes registering with the new leader (" +
+                    format_ms(static_cast<uint64_t>(left / 1'000'000)) + " left)");
+  }
   // Old copies become garbage only once no login server can still read them: every login server
   // and hash server that is up runs the new version. The rule has two exceptions, both from the
   // heartbeat rule: a DOWN node (missed_heartbeats_down intervals without a heartbeat) is not
@@ -679,6 +801,13 @@ void ConfigService::maybe_auto_purge() {
 
 AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   if (!next.table) return AdminResult::error(400, next.error);
+  if (const int64_t left = settling_ns(); left > 0) {
+    return AdminResult::error(
+        503, "this config server has just taken over and waits " +
+                 format_ms(static_cast<uint64_t>(left / 1'000'000)) +
+                 " more for the nodes to register with it, so that none misses a change; try "
+                 "again then");
+  }
   Table t = std::move(*next.table);
   t.version = store_.version() + 1;
   std::optional<Table> previous = store_.current();
@@ -714,7 +843,7 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
     }
   }
   // The table and its pending purges in one write.
-  if (auto err = store_.commit(t, change, pending); !err.empty()) {
+  if (auto err = store_write([&] { return store_.commit(t, change, pending); }); !err.empty()) {
     spdlog::error("cannot persist version {}: {}", t.version, err);
     return AdminResult::error(503, "cannot persist the new table: " + err);
   }
@@ -753,6 +882,29 @@ std::string ConfigService::metrics_text() const {
   MetricsText m;
   m.gauge("imhash_config_table_version", "current routing table version",
           static_cast<double>(store_.version()));
+  m.gauge("imhash_config_leader",
+          "1 while this config server leads (always, alone on a file store); 0 as a standby",
+          leading_ ? 1 : 0);
+  m.counter("imhash_config_store_writes_total",
+            "writes of the state (a table change, the pending purges) to its store",
+            static_cast<double>(store_writes_));
+  m.counter("imhash_config_store_write_errors_total", "writes of the state that failed",
+            static_cast<double>(store_write_errors_));
+  m.counter("imhash_config_store_write_seconds_total", "time spent writing the state",
+            store_total_ms_ / 1000);
+  m.gauge("imhash_config_store_last_write_seconds", "how long the latest write of the state took",
+          store_last_ms_ / 1000);
+  m.counter("imhash_config_heartbeats_total", "heartbeats handled",
+            static_cast<double>(heartbeats_));
+  if (!heartbeat_lag_counts_.empty()) {
+    std::vector<uint64_t> cumulative(heartbeat_lag_counts_.size());
+    uint64_t run = 0;
+    for (size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = run += heartbeat_lag_counts_[i];
+    m.histogram("imhash_config_heartbeat_lag_seconds",
+                "from a heartbeat's sending (the node's wall clock) to its handling here",
+                kHeartbeatLagBounds, cumulative, heartbeat_lag_sum_s_);
+  }
+  if (hooks_.metrics) hooks_.metrics(m);
   m.counter("imhash_config_auth_refused_total",
             "node links refused because the node did not prove the cluster key",
             static_cast<double>(auth_refused_));
@@ -1010,6 +1162,15 @@ AdminResult ConfigService::status() {
     entry["login_servers_holding"] = std::move(holding);
   }
   o["refills"] = std::move(refills);
+  json::object plane = hooks_.status ? hooks_.status() : json::object{{"role", "single"}};
+  plane["store"] = store_.describe();
+  if (!name_.empty()) plane["name"] = name_;
+  plane["store_latency_ms"] = json::object{
+      {"last", store_last_ms_},
+      {"mean", store_writes_ ? store_total_ms_ / static_cast<double>(store_writes_) : 0}};
+  plane["store_errors"] = store_write_errors_;
+  if (const int64_t left = settling_ns(); left > 0) plane["settling_ms"] = left / 1'000'000;
+  o["control_plane"] = std::move(plane);
   return AdminResult::ok(std::move(o));
 }
 

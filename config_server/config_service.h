@@ -18,12 +18,18 @@
 // purge. A table change whose push would not fit in one control message is refused before it is
 // written.
 //
+// Several config servers may share one etcd store (config_server/leadership.h): then only the
+// leader serves. A standby refuses node registrations (naming the leader's node address, which
+// nodes dial next) and answers every admin request 503 naming the leader; lead() starts it from
+// what the store holds, step_down() closes every node link and forgets the nodes.
+//
 // Not thread-safe: everything runs on the config server's main io_context thread (checked in debug
 // builds).
 #pragma once
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,9 +37,11 @@
 #include <vector>
 
 #include "common/control_protocol.h"
+#include "common/metrics.h"
 #include "common/router.h"
 #include "common/thread_check.h"
 #include "config_server/admin_backend.h"
+#include "config_server/leadership.h"
 #include "config_server/node_session.h"
 #include "config_server/refills.h"
 #include "config_server/state_store.h"
@@ -50,9 +58,29 @@ struct ConfigServiceSettings {
   std::vector<uint8_t> cluster_key;  // --cluster-key-file: nodes must prove it (NodeAuth)
 };
 
+// What main gives the service about the control plane (config_server/leadership.h); each may be
+// empty (one config server on a file store).
+struct ControlPlaneHooks {
+  std::function<boost::json::object()> status;  // members of status "control_plane"
+  // The leader as last seen, for a standby's answers (nullopt: none known).
+  std::function<std::optional<ConfigServerInfo>()> leader;
+  std::function<void(MetricsText&)> metrics;  // more /metrics lines
+};
+
 class ConfigService final : public AdminBackend {
  public:
+  // Leads at once unless set_control_plane() says otherwise.
   ConfigService(boost::asio::io_context& ctx, StateStore& store, ConfigServiceSettings settings);
+
+  // Before start(): `name` is this config server's, `leading` whether it serves now.
+  void set_control_plane(std::string name, ControlPlaneHooks hooks, bool leading);
+  // Elected: reads the state again from the store and serves. "" or what failed (then it stays a
+  // standby).
+  std::string lead();
+  // Deposed (`why`, in words): closes every node link and forgets the nodes, drains, refills and
+  // convergence; answers as a standby from now on.
+  void step_down(const std::string& why);
+  bool leading() const { return leading_; }
 
   void start();  // the watchdog timer
   void stop();   // closes every node link
@@ -89,6 +117,7 @@ class ConfigService final : public AdminBackend {
   AdminResult drain_status(const std::string& server) override;
   AdminResult streams() override;
   AdminResult stream_control(const std::string& server, StreamControl action) override;
+  std::optional<AdminResult> standby_answer() override;
 
  private:
   struct Node {
@@ -153,6 +182,10 @@ class ConfigService final : public AdminBackend {
   // Every node that is up and not lagging: the ones convergence and the automatic purge wait for.
   static bool waited_for(const Node& n) { return n.up && !n.lagging; }
   int64_t down_after_ns() const;
+  // After a takeover, how long (ns) changes and automatic purges still wait for the nodes to
+  // register with this leader (0: they do not).
+  int64_t settling_ns() const;
+  static constexpr std::chrono::nanoseconds kSettleAfterTakeover = std::chrono::milliseconds(2500);
   // The registration is refused because `key` is held by a live link ("" if it may go ahead).
   std::string name_held(const std::string& key, const NodeSession& session) const;
   // Sends a purge with a fresh id and returns the id (0 if the node is not connected).
@@ -222,6 +255,24 @@ class ConfigService final : public AdminBackend {
   uint64_t refused_name_held_ = 0;
   uint64_t rejected_versions_[3] = {0, 0, 0};  // by VersionSource
   uint64_t auth_refused_ = 0;                  // node links that did not prove the cluster key
+
+  // The control plane (several config servers, one store).
+  std::string standby_reason() const;
+  // store_.commit / set_pending_purges, timed for status and /metrics.
+  std::string store_write(const std::function<std::string()>& write);
+  std::string name_;
+  ControlPlaneHooks hooks_;
+  bool leading_ = true;
+  std::string standby_why_;      // why it does not lead (as a standby)
+  int64_t settle_until_ns_ = 0;  // settling_ns()
+  uint64_t store_writes_ = 0;
+  uint64_t store_write_errors_ = 0;
+  double store_last_ms_ = 0;
+  double store_total_ms_ = 0;
+  // How late heartbeats are handled (Heartbeat::sent_us to now), as a histogram.
+  std::vector<uint64_t> heartbeat_lag_counts_;
+  double heartbeat_lag_sum_s_ = 0;
+  uint64_t heartbeats_ = 0;
 };
 
 }  // namespace imhash

@@ -127,19 +127,28 @@ std::string json_text(const json::object& object) { return json::serialize(objec
 }  // namespace
 
 std::string imctl_usage() {
-  return R"(usage: imctl [--admin HOST:PORT] [--json] [--timeout-ms N] COMMAND
+  return R"(usage: imctl [--admin HOST:PORT[,HOST:PORT...]] [--json] [--timeout-ms N] COMMAND
 
 imctl talks to the config server's admin API (HTTP/JSON, docs/admin_api.md).
-  --admin HOST:PORT  the admin API (default: $IMHASH_ADMIN, else 127.0.0.1:7100)
+  --admin HOST:PORT[,HOST:PORT...]
+                     the admin API of the config server, or of each of several sharing one
+                     store (default: $IMHASH_ADMIN, in the same form, else 127.0.0.1:7100).
+                     imctl asks them in order: past one it cannot reach or that does not answer
+                     in time, and from a standby (HTTP 503) to the leader it names, even one not
+                     listed; each address at most once. The first other reply is the outcome;
+                     if none serves, the error says what each one said (exit 69). status
+                     --watch and drain --wait poll the one that answered, and the list again
+                     once it stops answering
   --json             print the server's JSON reply as is, for scripts
-  --timeout-ms N     bound on the whole exchange, in milliseconds (default 5000)
+  --timeout-ms N     bound on each exchange, in milliseconds (default 5000)
   --token-file FILE  the admin token, for a config server started with --admin-token-file
                      (default: $IMHASH_ADMIN_TOKEN_FILE); reads need none
   --help             print this help
 
 commands:
-  status [--watch]                     nodes, their table versions, heartbeats, records and
-                                       requests/s; purges (--watch: redraw every second)
+  status [--watch]                     the control plane (leader, standbys, store), nodes,
+                                       their table versions, heartbeats, records and requests/s;
+                                       purges (--watch: redraw every second)
   table                                the current routing table
   servers                              the hash servers and their state
   history [--limit N]                  table versions, newest first (default 20, at most 1000)
@@ -175,7 +184,8 @@ commands:
                                        server needed); with --json: user_id, expiry, token
 
 exit status: 0 done; 1 the config server refused the request; 64 bad command line;
-             69 the config server could not be reached or did not answer;
+             69 no config server could be reached, answered in time or served (a standby
+                that knows no leader);
              75 drain --wait: not drained within --timeout
 )";
 }
@@ -254,6 +264,55 @@ std::string address_problem(const std::string& address) {
            "at)";
   }
   return {};
+}
+
+AdminListParse parse_admin_list(std::string_view text, const std::string& source) {
+  AdminListParse out;
+  std::vector<std::string> items;
+  for (size_t from = 0;;) {
+    const size_t comma = text.find(',', from);
+    std::string_view item =
+        text.substr(from, comma == std::string_view::npos ? comma : comma - from);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    items.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    from = comma + 1;
+  }
+  std::vector<AdminAddress> addresses;
+  for (const std::string& item : items) {
+    if (item.empty()) {
+      out.error = source + ": expected HOST:PORT[,HOST:PORT...], got " + single_quoted(text) +
+                  " (an empty address)";
+      return out;
+    }
+    AdminAddress a;
+    try {
+      const HostPort hp = parse_host_port(item, source);
+      a = AdminAddress{item, hp.host, hp.port};
+    } catch (const UsageError& e) {
+      out.error = e.what();
+      return out;
+    }
+    if (a.port == 0) {
+      out.error = source + ": port 0 is not allowed" +
+                  (items.size() > 1 ? " (in " + single_quoted(item) + ")" : std::string());
+      return out;
+    }
+    for (const AdminAddress& seen : addresses) {
+      if (same_admin_address(seen, a)) {
+        out.error = source + ": " + single_quoted(item) + " is given twice";
+        return out;
+      }
+    }
+    addresses.push_back(std::move(a));
+  }
+  out.addresses = std::move(addresses);
+  return out;
+}
+
+bool same_admin_address(const AdminAddress& a, const AdminAddress& b) {
+  return a.port == b.port && a.host == b.host;
 }
 
 SpecParse parse_server_spec(std::string_view text) {
@@ -341,20 +400,19 @@ ImctlParse parse_imctl_args(const std::vector<std::string>& args, const char* en
   }
 
   std::string source = "--admin";
+  std::string admins = kImctlDefaultAdmin;
   if (admin) {
-    inv.admin = *admin;
+    admins = *admin;
   } else if (env_admin && *env_admin) {
-    inv.admin = env_admin;
+    admins = env_admin;
     source = kImctlAdminEnv;
   }
-  try {
-    const HostPort hp = parse_host_port(inv.admin, source);
-    if (hp.port == 0) return usage_error(source + ": port 0 is not allowed");
-    inv.host = hp.host;
-    inv.port = hp.port;
-  } catch (const UsageError& e) {
-    return usage_error(e.what());
-  }
+  AdminListParse list = parse_admin_list(admins, source);
+  if (list.addresses.empty()) return usage_error(list.error);
+  inv.admins = std::move(list.addresses);
+  inv.admin = inv.admins.front().text;
+  inv.host = inv.admins.front().host;
+  inv.port = inv.admins.front().port;
   if (timeout) {
     const auto ms = count_in(*timeout, 1, 3'600'000);
     if (!ms) {

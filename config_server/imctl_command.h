@@ -1,7 +1,7 @@
 // imctl's command line (docs/admin_api.md): the arguments in, the one admin API request they mean
 // out (method, target, JSON body), or a usage error naming what is wrong. Pure: no I/O.
 //
-//   imctl [--admin HOST:PORT] [--json] [--timeout-ms N] COMMAND
+//   imctl [--admin HOST:PORT[,HOST:PORT...]] [--json] [--timeout-ms N] COMMAND
 //
 // Thread rules: plain functions; any thread.
 #pragma once
@@ -50,9 +50,34 @@ enum class ImctlCommand : uint8_t {
 inline constexpr uint32_t kImctlDefaultDrainTimeoutS = 600;
 inline constexpr int kImctlExitTimeout = 75;  // EX_TEMPFAIL: drain --wait ran out of time
 
+// One config server's admin API address: from --admin's list, or the leader a standby names.
+struct AdminAddress {
+  std::string text;  // as given, for messages: "127.0.0.1:7100", "[::1]:7100"
+  std::string host;
+  uint16_t port = 0;
+  friend bool operator==(const AdminAddress&, const AdminAddress&) = default;
+};
+
+// --admin's (or IMHASH_ADMIN's) list: HOST:PORT[,HOST:PORT...], spaces around the commas allowed.
+struct AdminListParse {
+  std::vector<AdminAddress> addresses;  // in the order given; empty on error
+  std::string error;                    // "--admin: 127.0.0.1:7100 is given twice"
+};
+// `source` ("--admin" or "IMHASH_ADMIN") starts every error.
+AdminListParse parse_admin_list(std::string_view text, const std::string& source);
+// The same host and port, however written ("127.0.0.1:7100" and " 127.0.0.1:7100 "; IPv6 with or
+// without brackets as parse_host_port reads it). Names are not resolved: "localhost:7100" and
+// "127.0.0.1:7100" differ.
+bool same_admin_address(const AdminAddress& a, const AdminAddress& b);
+
 struct ImctlInvocation {
   // Global options.
-  std::string admin = kImctlDefaultAdmin;  // as given, for messages
+  // The config servers to ask, in order (at least one): with several sharing one store, imctl
+  // asks past those it cannot reach and follows a standby to the leader it names
+  // (imctl_format.h, follow_leader).
+  std::vector<AdminAddress> admins{{kImctlDefaultAdmin, "127.0.0.1", 7100}};
+  // The one asked, for messages: the first of `admins` until imctl follows another.
+  std::string admin = kImctlDefaultAdmin;
   std::string host = "127.0.0.1";
   uint16_t port = 7100;
   bool json = false;  // print the server's JSON body as is

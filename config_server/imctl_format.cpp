@@ -236,6 +236,10 @@ std::string format_status(const json::value& body) {
                     : std::string(" has not reached every node yet")) +
            "\n";
   }
+  if (const json::value* plane = field(body, "control_plane"); plane && plane->is_object()) {
+    // Several config servers on one store (or one on a file); older servers send none.
+    out += format_control_plane(*plane);
+  }
   if (const json::array* list = array_field(body, "pending_purges"); list && !list->empty()) {
     // One per hash server, with what it waits for (issue 13).
     out += "pending purges of old copies:\n";
@@ -319,6 +323,56 @@ std::string format_status(const json::value& body) {
     TextTable table = purge_table();
     for (const json::value& purge : *purges) add_purge_row(table, purge, text(purge, "server"));
     out += "\npurges:\n" + table.render();
+  }
+  return out;
+}
+
+std::string format_control_plane(const json::value& plane) {
+  // "cfg-b (127.0.0.1:7101)": a config server by name and admin address.
+  const auto server = [](const json::value& s) {
+    std::string out = text(s, "name");
+    const json::value* admin = field(s, "admin");
+    if (admin && admin->is_string() && !admin->get_string().empty())
+      out += " (" + text(admin) + ")";
+    return out;
+  };
+  const std::string role = text(plane, "role");
+  const json::value* leader = field(plane, "leader");
+  const bool leader_known = leader && leader->is_object();
+  std::string who;
+  if (role == "single") {
+    // A file store: no election, no standbys.
+    who = "single config server";
+    const json::value* name = field(plane, "name");
+    if (name && name->is_string() && !name->get_string().empty()) who += " " + text(name);
+  } else {
+    if (role == "leader") {
+      who = "leader " + (leader_known ? server(*leader) : text(plane, "name"));
+    } else {
+      // A standby answers status with 503, so this is a role of a newer server: shown as it is.
+      who = role + " " + text(plane, "name") + ", " +
+            (leader_known ? "leader " + server(*leader) : std::string("no leader known"));
+    }
+    if (const json::array* standbys = array_field(plane, "standbys")) {
+      std::string list;
+      for (const json::value& s : *standbys) list += (list.empty() ? "" : ", ") + server(s);
+      who += list.empty() ? std::string(", no standbys") : ", standbys " + list;
+    }
+  }
+  std::string store = "store " + text(plane, "store");
+  if (const json::value* latency = field(plane, "store_latency_ms")) {
+    if (const auto last = duration_text(field(*latency, "last"))) store += ", last " + *last;
+    if (const auto mean = duration_text(field(*latency, "mean"))) store += ", mean " + *mean;
+  }
+  if (const auto errors = number(field(plane, "store_errors"))) {
+    store += ", " + std::to_string(*errors) + (*errors == 1 ? " error" : " errors");
+  }
+  std::string out = "control plane: " + who + "; " + store;
+  if (out.size() > 120) out = "control plane: " + who + "\n  " + store;
+  out += "\n";
+  const json::value* problem = field(plane, "problem");
+  if (problem && problem->is_string() && !problem->get_string().empty()) {
+    out += "  problem: " + printable(std::string_view(problem->get_string()), 1000) + "\n";
   }
   return out;
 }
@@ -565,6 +619,149 @@ std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
       break;  // made locally (imctl_main.cpp), never an admin API reply
   }
   return json::serialize(body) + "\n";
+}
+
+// ---- Following the leader ----------------------------------------------------------------------
+
+namespace {
+
+std::optional<AdminAddress> admin_address(const std::string& text) {
+  try {
+    const HostPort hp = parse_host_port(text, "leader");
+    if (hp.port != 0) return AdminAddress{text, hp.host, hp.port};
+  } catch (const UsageError&) {
+  }
+  return std::nullopt;
+}
+
+// What one failed attempt said, after "ADDRESS: ".
+std::string attempt_phrase(const HttpOutcome& outcome, std::chrono::milliseconds timeout) {
+  switch (outcome.failure) {
+    case HttpFailure::kUnreachable:
+      return outcome.error;
+    case HttpFailure::kTimeout:
+      return "no answer within " + std::to_string(timeout.count()) + " ms (" + outcome.error + ")";
+    case HttpFailure::kBadReply:
+      return "no valid reply (" + outcome.error + ")";
+    case HttpFailure::kNone:
+      break;
+  }
+  const std::optional<StandbyAnswer> standby = standby_answer(outcome);
+  if (!standby) return "HTTP " + std::to_string(outcome.reply.status);  // not a failure
+  if (!standby->leader_admin.empty()) {
+    return "standby, leader " +
+           (standby->leader_name.empty() ? std::string() : standby->leader_name + " at ") +
+           standby->leader_admin + (admin_address(standby->leader_admin) ? "" : " (not HOST:PORT)");
+  }
+  if (standby->error.find("standby") != std::string::npos) return standby->error;
+  return "standby, no leader known: " + standby->error;
+}
+
+}  // namespace
+
+std::optional<StandbyAnswer> standby_answer(const HttpOutcome& outcome) {
+  if (outcome.failure != HttpFailure::kNone || outcome.reply.status != 503) return std::nullopt;
+  json::error_code ec;
+  const json::value body = json::parse(outcome.reply.body, ec);
+  if (ec || !body.is_object()) return std::nullopt;
+  StandbyAnswer answer;
+  answer.error = error_sentence(outcome.reply, &body);
+  const json::value* leader = field(body, "leader");
+  if (!leader && answer.error.find("standby") == std::string::npos) return std::nullopt;
+  if (leader && leader->is_object()) {
+    const json::value* name = field(*leader, "name");
+    const json::value* admin = field(*leader, "admin");
+    if (admin && admin->is_string()) {
+      answer.leader_admin = printable(std::string_view(admin->get_string()), 300);
+      if (name && name->is_string()) {
+        answer.leader_name = printable(std::string_view(name->get_string()), 100);
+      }
+    }
+  }
+  return answer;
+}
+
+AdminStep next_admin_step(const std::vector<AdminAddress>& order,
+                          const std::vector<AdminAttempt>& attempts,
+                          std::chrono::milliseconds timeout) {
+  const auto asked = [&](const AdminAddress& a) {
+    return std::any_of(attempts.begin(), attempts.end(), [&](const AdminAttempt& attempt) {
+      return same_admin_address(attempt.address, a);
+    });
+  };
+  AdminStep step;
+  if (!attempts.empty() && attempts.back().outcome.failure == HttpFailure::kNone) {
+    const std::optional<StandbyAnswer> standby = standby_answer(attempts.back().outcome);
+    if (!standby) return step;  // a config server's answer: the outcome
+    // A standby: its leader next, unless asked already (then the list goes on).
+    if (std::optional<AdminAddress> leader = admin_address(standby->leader_admin)) {
+      if (!asked(*leader)) step.ask = std::move(leader);
+    }
+  }
+  for (size_t i = 0; !step.ask && i < order.size(); ++i) {
+    if (!asked(order[i])) step.ask = order[i];
+  }
+  if (step.ask && attempts.size() < kImctlMaxAdminAttempts) return step;
+  step.ask.reset();
+  for (const AdminAttempt& attempt : attempts) {
+    step.failed += (step.failed.empty() ? "" : "; ") + attempt.address.text + ": " +
+                   attempt_phrase(attempt.outcome, timeout);
+  }
+  if (step.failed.empty()) step.failed = "no config server to ask";
+  return step;
+}
+
+std::vector<AdminAddress> admin_order(const std::vector<AdminAddress>& admins,
+                                      const std::optional<AdminAddress>& answered) {
+  std::vector<AdminAddress> order;
+  if (answered) order.push_back(*answered);
+  for (const AdminAddress& a : admins) {
+    if (!answered || !same_admin_address(a, *answered)) order.push_back(a);
+  }
+  return order;
+}
+
+ImctlInvocation asking(const ImctlInvocation& inv, const AdminAddress& address) {
+  ImctlInvocation out = inv;
+  out.admin = address.text;
+  out.host = address.host;
+  out.port = address.port;
+  return out;
+}
+
+ImctlOutput all_failed_output(const ImctlInvocation& inv, const std::vector<AdminAttempt>& attempts,
+                              const std::string& failed) {
+  if (attempts.size() == 1 && attempts[0].outcome.failure != HttpFailure::kNone) {
+    return imctl_output(asking(inv, attempts[0].address), attempts[0].outcome);  // as with one
+  }
+  ImctlOutput o;
+  o.exit_code = kExitUnavailable;
+  o.err = "imctl: no config server served the request: " + failed + "\n";
+  if (inv.json && !attempts.empty() && attempts.back().outcome.failure == HttpFailure::kNone) {
+    o.out = attempts.back().outcome.reply.body;
+    if (!o.out.empty() && o.out.back() != '\n') o.out += '\n';
+  }
+  return o;
+}
+
+AdminFollow follow_leader(const ImctlInvocation& inv, const std::vector<AdminAddress>& order,
+                          const AdminExchange& exchange) {
+  std::vector<AdminAttempt> attempts;
+  AdminStep step = next_admin_step(order, attempts, inv.timeout);
+  while (step.ask) {
+    HttpOutcome outcome = exchange(*step.ask);
+    attempts.push_back(AdminAttempt{std::move(*step.ask), std::move(outcome)});
+    step = next_admin_step(order, attempts, inv.timeout);
+  }
+  AdminFollow follow;
+  if (step.failed.empty()) {
+    follow.answered = attempts.back().address;
+    follow.output = imctl_output(asking(inv, *follow.answered), attempts.back().outcome);
+  } else {
+    follow.output = all_failed_output(inv, attempts, step.failed);
+  }
+  if (!attempts.empty()) follow.outcome = std::move(attempts.back().outcome);
+  return follow;
 }
 
 ImctlOutput imctl_output(const ImctlInvocation& inv, const HttpOutcome& outcome) {

@@ -1,10 +1,12 @@
 // imctl: the operator's command-line client of the config server's admin API (docs/design.md §7,
-// docs/admin_api.md). Glue only: parse the arguments, make one HTTP request, print the outcome.
+// docs/admin_api.md). Glue only: parse the arguments, make one request (through the --admin list,
+// following a standby to the leader: follow_leader in imctl_format.h), print the outcome.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,10 +21,13 @@
 
 namespace {
 
-// One exchange of `inv` with the config server.
-imhash::HttpOutcome ask(const imhash::ImctlInvocation& inv, const std::string& token) {
-  return imhash::http_exchange(inv.host, inv.port, inv.method, inv.target, inv.body, inv.timeout,
-                               token);
+// One request of `inv`, asking the addresses of `order` in turn (the outcome names who answered).
+imhash::AdminFollow ask(const imhash::ImctlInvocation& inv,
+                        const std::vector<imhash::AdminAddress>& order, const std::string& token) {
+  return imhash::follow_leader(inv, order, [&](const imhash::AdminAddress& a) {
+    return imhash::http_exchange(a.host, a.port, inv.method, inv.target, inv.body, inv.timeout,
+                                 token);
+  });
 }
 
 // Prints an outcome: its text on stdout (flushed first), its error on stderr.
@@ -66,29 +71,34 @@ int imctl_main(int argc, char** argv) {
   }
   if (inv.watch) {
     // Redraws the status every second until interrupted (Ctrl-C); an unreachable config server
-    // is shown, not fatal, so the view recovers when it comes back.
+    // is shown, not fatal, so the view recovers when it comes back. Each poll asks the one that
+    // answered the previous first (the leader), then the list.
+    std::optional<imhash::AdminAddress> answered;
     for (;;) {
-      const imhash::ImctlOutput output = imhash::imctl_output(inv, ask(inv, token));
+      const imhash::AdminFollow polled = ask(inv, imhash::admin_order(inv.admins, answered), token);
+      answered = polled.answered;
       std::fputs("\033[H\033[2J", stdout);
-      std::fwrite(output.out.data(), 1, output.out.size(), stdout);
-      std::fwrite(output.err.data(), 1, output.err.size(), stdout);
+      std::fwrite(polled.output.out.data(), 1, polled.output.out.size(), stdout);
+      std::fwrite(polled.output.err.data(), 1, polled.output.err.size(), stdout);
       std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
-  const imhash::ImctlOutput output = imhash::imctl_output(inv, ask(inv, token));
-  print(output);
-  if (output.exit_code != imhash::kExitOk || !inv.wait) return output.exit_code;
+  const imhash::AdminFollow done = ask(inv, inv.admins, token);
+  print(done.output);
+  if (done.output.exit_code != imhash::kExitOk || !inv.wait) return done.output.exit_code;
   // drain --wait: one progress line a second until the server holds nothing, bounded by
-  // --timeout. A poll that fails ends the wait with its error.
+  // --timeout; the polls ask the config server that answered last first. A poll that fails (every
+  // address) ends the wait with its error.
   const imhash::ImctlInvocation poll = imhash::drain_poll_invocation(inv);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(inv.wait_timeout_s);
+  std::optional<imhash::AdminAddress> answered = done.answered;
   for (;;) {
-    const imhash::HttpOutcome polled = ask(poll, token);
-    const imhash::ImctlOutput line = imhash::imctl_output(poll, polled);
-    print(line);
-    if (line.exit_code != imhash::kExitOk) return line.exit_code;
-    if (imhash::drained_reply(polled)) return imhash::kExitOk;
+    const imhash::AdminFollow polled = ask(poll, imhash::admin_order(inv.admins, answered), token);
+    answered = polled.answered;
+    print(polled.output);
+    if (polled.output.exit_code != imhash::kExitOk) return polled.output.exit_code;
+    if (imhash::drained_reply(polled.outcome)) return imhash::kExitOk;
     if (std::chrono::steady_clock::now() >= deadline) {
       std::fprintf(stderr, "imctl: drain: %s is not drained after %u s (--timeout)\n",
                    inv.server.c_str(), inv.wait_timeout_s);

@@ -14,8 +14,12 @@
 #include "config_server/admin_guard.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
+#include "config_server/control_plane.h"
+#include "config_server/etcd_client.h"
+#include "config_server/etcd_state_store.h"
+#include "config_server/file_state_store.h"
+#include "config_server/leadership.h"
 #include "config_server/node_listener.h"
-#include "config_server/state_store.h"
 
 namespace {
 
@@ -37,8 +41,23 @@ int config_server_main(int argc, char** argv) {
       "admin-allow-host", po::value<std::vector<std::string>>()->multitoken(),
       "HOST:PORT values of the Host header the admin API also answers to (a DNS name or another "
       "address of this machine); others get 403, against DNS rebinding")(
-      "state-dir", po::value<std::string>()->required(),
-      "directory for the durable state (tables and history)")(
+      "state-dir", po::value<std::string>(),
+      "directory for the durable state (tables and history): one config server on one machine")(
+      "store", po::value<std::string>()->default_value("file"),
+      "file: the state in --state-dir; etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: in etcd under "
+      "PREFIX (default /imhash), shared by several config servers of which one leads and the "
+      "others stand by (docs/operations.md, \"Several config servers on etcd\"); --state-dir "
+      "is then not used")(
+      "name", po::value<std::string>(),
+      "this config server's name among several (default: its advertised admin address)")(
+      "advertise", po::value<std::string>(),
+      "HOST the other machines reach this config server at, for its node and admin addresses in "
+      "the store (default: the --listen and --admin hosts; needed when they are wildcards)")(
+      "lease-ttl-s", po::value<uint32_t>()->default_value(3),
+      "with --store etcd: the leader's lease in seconds; a standby leads within it (plus a "
+      "quarter) after the leader is lost")(
+      "store-timeout-ms", po::value<uint32_t>()->default_value(1000),
+      "with --store etcd: the longest one request to one etcd member may take")(
       "heartbeat-ms", po::value<uint32_t>()->default_value(1000),
       "heartbeat interval the nodes are told to use; three missed: DOWN")(
       "grace-ms", po::value<uint32_t>()->default_value(60000),
@@ -98,9 +117,33 @@ int config_server_main(int argc, char** argv) {
   settings.cluster_key = cluster.key;
   const TlsOptions tls = TlsOptions::from(opts);
 
-  StateStore store(opts.get<std::string>("state-dir"));
+  const std::string store_url = opts.get<std::string>("store");
+  const bool on_etcd = store_url != "file";
+  if (!on_etcd && !opts.has("state-dir")) {
+    throw UsageError(
+        "--state-dir DIR is needed (or --store etcd://HOST:PORT,... for several config servers "
+        "on etcd)");
+  }
+  const uint32_t lease_ttl_s = opts.get<uint32_t>("lease-ttl-s");
+  if (lease_ttl_s < 1 || lease_ttl_s > 60) throw UsageError("--lease-ttl-s must be 1 to 60");
+  const uint32_t store_timeout_ms = opts.get<uint32_t>("store-timeout-ms");
+  if (store_timeout_ms < 10) throw UsageError("--store-timeout-ms must be at least 10");
+  std::unique_ptr<EtcdClient> etcd;
+  std::unique_ptr<StateStore> store;
+  EtcdStateStore* etcd_store = nullptr;
+  if (on_etcd) {
+    // The packaged unit always passes --state-dir: with etcd it is not used.
+    if (opts.has("state-dir")) spdlog::info("--store {}: --state-dir is not used", store_url);
+    const EtcdUrl url = parse_etcd_url(store_url, "--store");
+    etcd = std::make_unique<EtcdClient>(url.endpoints, std::chrono::milliseconds(store_timeout_ms));
+    auto s = std::make_unique<EtcdStateStore>(*etcd, url.prefix);
+    etcd_store = s.get();
+    store = std::move(s);
+  } else {
+    store = std::make_unique<FileStateStore>(opts.get<std::string>("state-dir"));
+  }
   asio::io_context ctx(1);
-  ConfigService service(ctx, store, settings);
+  ConfigService service(ctx, *store, settings);
 
   tcp::resolver resolver(ctx);
   const auto at = resolver.resolve(listen.host, std::to_string(listen.port)).begin()->endpoint();
@@ -119,12 +162,50 @@ int config_server_main(int argc, char** argv) {
   }
   AdminHttpServer admin_server(ctx, service, admin.host, admin.port, {}, std::move(access));
 
+  // Several config servers on one store: the election decides whether this one serves.
+  const tcp::endpoint bound = nodes.local_endpoint();
+  const std::string node_address = format_host_port(bound.address().to_string(), bound.port());
+  const std::string admin_address = admin_server.local_address();
+  std::unique_ptr<Leadership> leadership;
+  if (etcd_store) {
+    ConfigServerInfo self;
+    self.node = advertised(node_address, opts, "--listen");
+    self.admin = advertised(admin_address, opts, "--admin");
+    self.name = opts.has("name") ? opts.get<std::string>("name") : self.admin;
+    if (self.name.empty() || self.name.size() > 64 || self.name.find('/') != std::string::npos) {
+      throw UsageError("--name must be 1 to 64 characters without '/'");
+    }
+    Leadership::Callbacks cb;
+    cb.elected = [&] {
+      etcd_store->set_fence(leadership->fence());
+      if (std::string err = service.lead(); !err.empty()) {
+        spdlog::error("config server {}: cannot lead: {}", self.name, err);
+        asio::post(ctx, [&, err] { leadership->resign("cannot lead: " + err); });
+      }
+    };
+    cb.deposed = [&](const std::string& why) {
+      etcd_store->set_fence(0);
+      service.step_down(why);
+    };
+    leadership = std::make_unique<Leadership>(ctx, *etcd, etcd_store->keys(), self,
+                                              std::chrono::seconds(lease_ttl_s), std::move(cb));
+    etcd_store->on_lost = [&](const std::string& why) {
+      asio::post(ctx, [&, why] { leadership->resign(why); });
+    };
+    ControlPlaneHooks hooks;
+    hooks.status = [&] { return control_plane_json(*leadership); };
+    hooks.leader = [&] { return leadership->leader(); };
+    hooks.metrics = [&](MetricsText& m) { append_control_plane_metrics(*leadership, *etcd, m); };
+    service.set_control_plane(self.name, std::move(hooks), false);
+  }
+
   std::unique_ptr<MetricsServer> metrics;
   asio::signal_set signals(ctx, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: stopping", sig);
-    nodes.stop();  // every link, registered or not
+    if (leadership) leadership->stop();  // a standby takes over at once
+    nodes.stop();                        // every link, registered or not
     admin_server.stop();
     service.stop();
     if (metrics) metrics->stop();
@@ -134,11 +215,10 @@ int config_server_main(int argc, char** argv) {
   nodes.start();
 
   spdlog::info("config server: state in {} (version {}), heartbeat {} ms, grace {} ms, failover {}",
-               store.path(), store.version(), settings.heartbeat.count(), settings.grace.count(),
-               failover);
-  const tcp::endpoint bound = nodes.local_endpoint();
-  announce_listening(format_host_port(bound.address().to_string(), bound.port()));
-  announce_listening(admin_server.local_address());
+               etcd_store ? store->describe() : static_cast<FileStateStore&>(*store).path(),
+               store->version(), settings.heartbeat.count(), settings.grace.count(), failover);
+  announce_listening(node_address);
+  announce_listening(admin_address);
   if (opts.has("metrics")) {
     const auto m = parse_host_port(opts.get<std::string>("metrics"), "--metrics");
     metrics = std::make_unique<MetricsServer>(ctx, m.host, m.port, [&service, &nodes] {
@@ -149,7 +229,8 @@ int config_server_main(int argc, char** argv) {
     metrics->start();
     announce_listening(metrics->local_address());
   }
-  const Lifecycle lifecycle(ctx);  // READY=1 now: every listener is bound
+  if (leadership) leadership->start();  // the first round now: leads at once if nobody does
+  const Lifecycle lifecycle(ctx);       // READY=1 now: every listener is bound
   ctx.run();
   spdlog::info("stopped");
   return kExitOk;

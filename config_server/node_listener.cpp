@@ -33,21 +33,42 @@ void NodeListener::stop() {
   }
 }
 
-size_t NodeListener::open_links(const asio::ip::address* from) const {
-  return static_cast<size_t>(std::count_if(open_.begin(), open_.end(), [&](const auto& w) {
-    const auto s = w.lock();
-    return s && s->is_open() && (!from || s->peer_address() == *from);
-  }));
-}
+namespace {
+
+// Counts one link while it lives (NodeSession::slot).
+template <typename Counts>
+class LinkSlot {
+ public:
+  LinkSlot(std::shared_ptr<Counts> counts, asio::ip::address from)
+      : counts_(std::move(counts)), from_(std::move(from)) {
+    ++counts_->total;
+    ++counts_->by_source[from_];
+  }
+  ~LinkSlot() {
+    --counts_->total;
+    if (auto it = counts_->by_source.find(from_);
+        it != counts_->by_source.end() && --it->second == 0) {
+      counts_->by_source.erase(it);
+    }
+  }
+  LinkSlot(const LinkSlot&) = delete;
+  LinkSlot& operator=(const LinkSlot&) = delete;
+
+ private:
+  std::shared_ptr<Counts> counts_;
+  asio::ip::address from_;
+};
+
+}  // namespace
 
 std::string NodeListener::over_cap(const asio::ip::address& peer) {
-  std::erase_if(open_, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
-  if (open_links(nullptr) >= limits_.max_connections) {
+  if (counts_->total >= limits_.max_connections) {
     ++refused_total_;
     return "at most " + std::to_string(limits_.max_connections) +
            " node links may be open (--max-node-connections)";
   }
-  if (open_links(&peer) >= limits_.max_per_source) {
+  const auto from = counts_->by_source.find(peer);
+  if (from != counts_->by_source.end() && from->second >= limits_.max_per_source) {
     ++refused_per_source_;
     return "at most " + std::to_string(limits_.max_per_source) + " node links may come from " +
            peer.to_string() + " (--max-node-connections-per-source)";
@@ -72,14 +93,18 @@ asio::awaitable<void> NodeListener::accept_loop() {
       session->close();
       continue;
     }
+    session->slot = std::make_shared<LinkSlot<Counts>>(counts_, session->peer_address());
     session->start();
+    if (open_.size() >= 2 * counts_->total + 64) {
+      std::erase_if(open_, [](const std::weak_ptr<NodeSession>& w) { return w.expired(); });
+    }
     open_.push_back(session);
   }
 }
 
 void NodeListener::append_metrics(MetricsText& m) const {
   m.gauge("imhash_config_node_links_open", "node links open (registered or not)",
-          static_cast<double>(open_links(nullptr)));
+          static_cast<double>(counts_->total));
   const char* refused_help = "node connections closed at once: over a connection cap";
   m.counter("imhash_config_node_links_refused_total", refused_help,
             static_cast<double>(refused_total_), {{"cap", "total"}});

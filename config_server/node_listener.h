@@ -11,6 +11,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,8 +42,6 @@ class NodeListener {
 
  private:
   boost::asio::awaitable<void> accept_loop();
-  // Links open now (not closing), from `from` if given.
-  size_t open_links(const boost::asio::ip::address* from) const;
   // Why `peer` may not have another link now ("" if it may).
   std::string over_cap(const boost::asio::ip::address& peer);
 
@@ -51,8 +50,16 @@ class NodeListener {
   const NodeListenerLimits limits_;
   const std::shared_ptr<boost::asio::ssl::context> tls_;
   NodeLinkCounters counters_;
-  // Every link accepted and still open (a session lives until its read loop and writes end).
+  // Every link accepted and still open (a session lives until its read loop and writes end), for
+  // stop(); expired entries are dropped once they are as many as the live ones.
   std::vector<std::weak_ptr<NodeSession>> open_;
+  // The links alive, in all and by source: kept by each session's slot, so a new connection is
+  // judged in constant time (10,000 nodes reconnecting must not cost a scan each).
+  struct Counts {
+    size_t total = 0;
+    std::map<boost::asio::ip::address, size_t> by_source;
+  };
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
   uint64_t refused_total_ = 0;
   uint64_t refused_per_source_ = 0;
   LogBudget refusal_log_;

@@ -201,7 +201,7 @@ asio::awaitable<void> NodeSession::read_loop() {
               case NodeAuth::Verdict::kRefuse:
                 spdlog::warn("node link from {}: refused: {}", peer_, why);
                 service_.note_auth_refused();
-                send_last(control::Refused{why});
+                send_last(control::Refused{why, ""});
                 return false;
               case NodeAuth::Verdict::kPass:
                 break;

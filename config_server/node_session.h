@@ -75,6 +75,8 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   const boost::asio::ip::address& peer_address() const { return peer_address_; }
   // The node this link registered as ("hash/hash1"); empty before register.
   std::string key;
+  // Released when the session dies: the listener's count of the links open (NodeListener).
+  std::shared_ptr<void> slot;
 
  private:
   boost::asio::awaitable<void> read_loop();

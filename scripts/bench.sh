@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks that print figures (tests never assert times).
-# Usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas
+# Usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas|swarm
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at the fill levels 2M,
 #         3.3M, 5M, 6.5M, 9M and 12M (IPv4, then IPv6; one hash server with 2 shards), and after a
@@ -29,6 +29,12 @@
 #         hint counters, the refill's duration. refill: BENCH_REFILL_RECORDS distinct users stored
 #         (a login storm) in BENCH_REFILL_SERVERS hash servers with replicas 2, hash2 killed with
 #         kill -9 and restarted empty: the records it holds after its refill, seconds, records/s.
+#   swarm one config server (file store, heartbeat 1000 ms) and BENCH_SWARM_NODES node links from
+#         one process (tools/node_swarm: real ConfigLinks, role login, each acks every table at
+#         once) for BENCH_SWARM_SECONDS; once every node is up, over the rest of the run: the
+#         config server's CPU (% of one core), its RSS before the swarm and during, RSS per node,
+#         heartbeats handled per second, the heartbeat lag p50/p99/max (its /metrics histogram),
+#         and node_swarm's own CPU.
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
@@ -43,6 +49,8 @@
 # BENCH_REPLICAS_PARTS (replicas: default "kill refill"), BENCH_REFILL_RECORDS (5000000),
 # BENCH_REFILL_SERVERS (2: each holds every record; 3: hash2 holds about 2/3 of them),
 # BENCH_REFILL_STREAM_RATE (replicas refill: the hash servers' --stream-rate; default: theirs),
+# BENCH_SWARM_NODES (swarm: default 10000), BENCH_SWARM_SECONDS (swarm: the whole run, default 60),
+# BENCH_SWARM_CONNECT_RATE (swarm: node_swarm's --connect-rate, links started per second, 2000),
 # BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
@@ -759,6 +767,196 @@ bench_replicas() {
   done
 }
 
+# The config server's cost per node: BENCH_SWARM_NODES node links from one tools/node_swarm process
+# (each a real ConfigLink registered as a login server, heartbeating every 1000 ms, acking every
+# table at once) for BENCH_SWARM_SECONDS. Once every node is up (waited for half the run at most;
+# then as many as are up), and 2 s more so that the heartbeats run at their pace, over the rest of
+# the run less 2 s: the config server's CPU and node_swarm's (/proc/PID/stat), the config server's
+# RSS before the swarm and at the end of the window, heartbeats handled per second and the
+# heartbeat lag's quantiles, both from the deltas of its /metrics between the window's two scrapes.
+# Each scrape renders a page of every node (three gauges each), within the window only at its ends.
+bench_swarm() {
+  build_release --bench -DIMHASH_WERROR=ON
+  host_note
+  local n="${BENCH_SWARM_NODES:-10000}" total="${BENCH_SWARM_SECONDS:-60}" dir="$work/swarm"
+  local rate="${BENCH_SWARM_CONNECT_RATE:-2000}"
+  local limit=$((n > 10000 ? 2 * n : 20000))
+  mkdir -p "$dir"
+  # One descriptor per link on both sides: the config server and node_swarm inherit this limit.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  if [[ $(ulimit -n) != unlimited ]] && (($(ulimit -n) < n + 128)); then
+    echo "bench.sh: swarm: $n nodes need $((n + 128)) file descriptors per process, ulimit -n is $(ulimit -n) (hard $(ulimit -Hn))" >&2
+    return 1
+  fi
+  start_config_server "$dir" --max-node-connections "$limit" \
+    --max-node-connections-per-source "$limit" --metrics 127.0.0.1:0
+  local cpid=${STARTED_PIDS[-1]} m=""
+  for _ in $(seq 1 100); do
+    m=$(sed -n '3s/^listening on //p' "$dir/config.out")
+    [[ -n "$m" ]] && break
+    sleep 0.05
+  done
+  [[ -n "$m" ]] || { echo "bench.sh: the config server printed no metrics address" >&2; return 1; }
+  local tck
+  tck=$(getconf CLK_TCK)
+  # cpu_ticks PID: utime + stime (after the ")" that ends the command name, fields 12 and 13).
+  # (0 for a process that is gone.)
+  cpu_ticks() { { cut -d')' -f2- "/proc/$1/stat" 2>/dev/null || true; } | awk '{t = $12 + $13} END {print t + 0}'; }
+  rss_kb() { awk '/^VmRSS:/ {r = $2} END {print r + 0}' "/proc/$1/status" 2>/dev/null || echo 0; }
+  up_nodes() {
+    { curl -s -m 10 "http://$m/metrics" || true; } |
+      awk '$1 == "imhash_config_nodes{role=\"login\",state=\"up\"}" {print $2 + 0; found = 1} END {if (!found) print 0}'
+  }
+  sleep 1
+  local rss_before
+  rss_before=$(rss_kb "$cpid")
+  echo "== config server under $n node links from one process (tools/node_swarm: login role, heartbeat"
+  echo "   1000 ms, each acks every table at once; started $rate links/s), ${total} s in all, $(nproc) cores"
+  local t_launch
+  t_launch=$(date +%s.%N)
+  "$IMHASH_BUILD/tools/node_swarm" --config "$CONFIG_ADDR" --nodes "$n" --duration-s "$total" \
+    --connect-rate "$rate" >"$dir/swarm.out" 2>"$dir/swarm.log" &
+  local spid=$!
+  STARTED_PIDS+=("$spid")
+  # Every node up (polled once a second: each scrape renders every node), for at most half the
+  # run: the other half is measured with as many as are up by then. Up at the config server and
+  # welcomed at node_swarm both: a node whose welcome came after its link's deadline (2 s) is up
+  # at the config server (it registered) but the node dials again and does not heartbeat.
+  local up=0 t_up="" t_all="" reg_s=$((total / 2))
+  while :; do
+    up=$(up_nodes)
+    [[ -z "$t_up" ]] && ((up >= n)) && t_up=$(date +%s.%N)
+    if [[ -n "$t_up" ]] && grep -q "^node_swarm: all $n nodes welcomed" "$dir/swarm.out"; then
+      t_all=$(date +%s.%N)
+      break
+    fi
+    kill -0 "$spid" 2>/dev/null || break
+    (($(echo "$(date +%s.%N) - $t_launch > $reg_s" | bc -l))) && break
+    sleep 1
+  done
+  # welcomed_now: node_swarm's latest progress line's "welcomed N".
+  welcomed_now() { { grep -o 'welcomed [0-9]*' "$dir/swarm.out" || true; } | tail -n 1 | awk '{w = $2} END {print w + 0}'; }
+  local welcomed
+  welcomed=$(welcomed_now)
+  if [[ -n "$t_all" ]]; then
+    printf "registered: all %d nodes up at the config server and welcomed at node_swarm %.1f s after it started (polled once a second)\n" \
+      "$n" "$(echo "$t_all - $t_launch" | bc -l)"
+  else
+    local at_cs="never all up at the config server"
+    [[ -n "$t_up" ]] && at_cs=$(printf "all up at the config server after %.1f s" "$(echo "$t_up - $t_launch" | bc -l)")
+    echo "registered: NOT all $reg_s s after node_swarm started: $at_cs ($up up at the last poll), $welcomed welcomed at node_swarm; measuring the rest of the run as it is"
+  fi
+  sleep 2
+  local end_at wait_s
+  end_at=$(echo "$t_launch + $total - 2" | bc -l)
+  wait_s=$(echo "$end_at - $(date +%s.%N)" | bc -l)
+  if (($(echo "$wait_s < 3" | bc -l))); then
+    echo "bench.sh: swarm: less than 3 s left to measure (raise BENCH_SWARM_SECONDS)" >&2
+    wait "$spid" 2>/dev/null || true
+    stop_all
+    return 1
+  fi
+  # The CPU window lies between the two scrapes (their rendering is not in it); the counters'
+  # deltas are over the scrapes' midpoints.
+  local c0 s0 t0 c1 s1 t1 rss_during m0a m0b m1a m1b
+  m0a=$(date +%s.%N)
+  curl -s -m 10 "http://$m/metrics" >"$dir/metrics0.txt" || true
+  m0b=$(date +%s.%N)
+  t0=$(date +%s.%N) c0=$(cpu_ticks "$cpid") s0=$(cpu_ticks "$spid")
+  sleep "$wait_s"
+  t1=$(date +%s.%N) c1=$(cpu_ticks "$cpid") s1=$(cpu_ticks "$spid")
+  rss_during=$(rss_kb "$cpid")
+  welcomed=$(welcomed_now)
+  m1a=$(date +%s.%N)
+  curl -s -m 10 "http://$m/metrics" >"$dir/metrics1.txt" || true
+  m1b=$(date +%s.%N)
+  # node_swarm stops its links at the end of its run and exits; at most 20 s more.
+  for _ in $(seq 1 200); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+  local swarm_rc=0
+  if kill -0 "$spid" 2>/dev/null; then
+    echo "bench.sh: node_swarm still running 20 s after its end: killed" >&2
+    kill -KILL "$spid" 2>/dev/null || true
+  fi
+  wait "$spid" 2>/dev/null || swarm_rc=$?
+  python3 - "$dir/metrics0.txt" "$dir/metrics1.txt" "$n" "$t0" "$t1" "$c0" "$c1" "$s0" "$s1" \
+    "$tck" "$rss_before" "$rss_during" "$welcomed" \
+    "$(echo "($m1a + $m1b - $m0a - $m0b) / 2" | bc -l)" <<'PY'
+import re, sys
+m0, m1, n, t0, t1, c0, c1, s0, s1, tck, rss0, rss1, welcomed, mdt = sys.argv[1:]
+n, dt, tck, mdt = int(n), float(t1) - float(t0), float(tck), float(mdt)
+def read(path):
+    d = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        key, value = line.rsplit(None, 1)
+        d[key] = float(value)
+    return d
+a, b = read(m0), read(m1)
+def delta(key):
+    return b.get(key, 0) - a.get(key, 0)
+def total(prefix):  # the sum over a metric's labels
+    f = lambda d: sum(v for k, v in d.items() if k == prefix or k.startswith(prefix + "{"))
+    return f(b) - f(a)
+print(f"window: {dt:.1f} s, from 2 s after every node was up (or half the run) to 2 s before"
+      f" node_swarm's end")
+print(f"config server CPU: {100 * (float(c1) - float(c0)) / tck / dt:.1f}% of one core")
+rss0, rss1 = int(rss0), int(rss1)
+up0 = a.get('imhash_config_nodes{role="login",state="up"}', 0)
+up = b.get('imhash_config_nodes{role="login",state="up"}', 0)
+per = up if up > 0 else n
+print(f"config server RSS: {rss0 / 1024:.1f} MB before the swarm, {rss1 / 1024:.1f} MB during:"
+      f" {(rss1 - rss0) / per:.1f} KB per node ({per:.0f} up)")
+print(f"heartbeats handled: {delta('imhash_config_heartbeats_total') / mdt:.0f}/s"
+      f" ({up0:.0f} nodes up at the window's start, {up:.0f} at its end, of {n}: one each per"
+      f" 1000 ms)")
+name = "imhash_config_heartbeat_lag_seconds"
+buckets = []
+for k in b:
+    mm = re.fullmatch(name + r'_bucket\{le="([^"]+)"\}', k)
+    if mm:
+        buckets.append((float("inf") if mm.group(1) == "+Inf" else float(mm.group(1)), delta(k)))
+buckets.sort()
+count = delta(name + "_count")
+if not buckets or count <= 0:
+    print("lag: not exposed" if not buckets else "lag: no heartbeat in the window")
+else:
+    def quantile(q):  # as Prometheus's histogram_quantile: linear within the bucket
+        rank, prev_bound, prev_cum = q * count, 0.0, 0.0
+        for bound, cum in buckets:
+            if cum >= rank:
+                if bound == float("inf"):
+                    return f"> {prev_bound * 1000:g} ms"
+                share = (rank - prev_cum) / (cum - prev_cum) if cum > prev_cum else 1
+                return f"{(prev_bound + (bound - prev_bound) * share) * 1000:.2f} ms"
+            prev_bound, prev_cum = bound, cum
+        return "?"
+    top, prev = None, 0.0
+    for bound, cum in buckets:
+        if cum > prev:
+            top = bound
+        prev = cum
+    finite = [bb for bb, _ in buckets if bb != float("inf")]
+    mx = f"> {finite[-1] * 1000:g} ms" if top == float("inf") else f"<= {top * 1000:g} ms"
+    mean = delta(name + "_sum") / count * 1000
+    print(f"heartbeat lag (the node's send to its handling, {count:.0f} heartbeats in the window):"
+          f" p50 {quantile(0.5)}  p99 {quantile(0.99)}  max {mx} (its bucket)  mean {mean:.2f} ms")
+down = b.get('imhash_config_nodes{role="login",state="down"}', 0)
+lag = b.get('imhash_config_nodes{role="login",state="lagging"}', 0)
+print(f"nodes at the end of the window: up {up:.0f}  down {down:.0f}  lagging {lag:.0f}"
+      f" (config server), welcomed {welcomed} (node_swarm);"
+      f" in the window: node links refused {total('imhash_config_node_links_refused_total'):.0f},"
+      f" closed {total('imhash_config_node_links_closed_total'):.0f}")
+print(f"node_swarm CPU: {100 * (float(s1) - float(s0)) / tck / dt:.1f}% of one core in the window")
+PY
+  local summary
+  summary=$(grep '^node_swarm: [0-9]' "$dir/swarm.out" || true)
+  echo "   ${summary:-node_swarm printed no summary (exit status $swarm_rc; $dir/swarm.log)}"
+  ((swarm_rc == 0)) || echo "bench.sh: node_swarm exited with status $swarm_rc ($dir/swarm.log)" >&2
+  echo "   logs: $dir"
+  stop_all
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
 rport=""
 case "${1:-}" in
@@ -768,5 +966,6 @@ case "${1:-}" in
   stream) bench_stream ;;
   storm) bench_storm ;;
   replicas) bench_replicas ;;
-  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas" >&2; exit 64 ;;
+  swarm) bench_swarm ;;
+  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas|swarm" >&2; exit 64 ;;
 esac

@@ -14,6 +14,7 @@ packages=(
   chromium  # the status page test loads the config server's page in headless Chromium
   prometheus  # the observability test scrapes every daemon; promtool checks metrics and alerts
   dpkg-dev file adduser systemd  # the package test: cpack's dpkg-shlibdeps, dpkg -i, systemd-analyze
+  etcd-server  # the etcd control plane's tests run a 3-member etcd on loopback
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(redis-server redis-tools bc python3)
@@ -43,4 +44,8 @@ fi
 # start their own (loopback, temporary directory), so one installed here is stopped and disabled.
 if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
   $sudo systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
+# The same for etcd-server's system-wide etcd on :2379 (the tests pick their own ports).
+if [[ " ${missing[*]} " == *" etcd-server "* && -d /run/systemd/system ]]; then
+  $sudo systemctl disable --now etcd.service >/dev/null 2>&1 || true
 fi

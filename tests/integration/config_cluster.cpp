@@ -32,7 +32,7 @@ ConfigCluster::ConfigCluster(ConfigClusterOptions options) : options_(std::move(
 ConfigCluster::~ConfigCluster() {
   login_.clear();
   hash_.clear();
-  config_.reset();
+  configs_.clear();
   std::error_code ec;
   std::filesystem::remove_all(options_.state_dir, ec);
 }
@@ -42,24 +42,84 @@ const std::vector<std::string> kMetrics = {"--metrics", "127.0.0.1:0"};
 }  // namespace
 
 void ConfigCluster::start_config() {
-  std::vector<std::string> args = {"--listen",       config_addr_,
-                                   "--admin",        admin_addr_,
-                                   "--state-dir",    options_.state_dir,
+  for (int i = 0; i < options_.config_servers; ++i) start_config(i);
+}
+
+void ConfigCluster::start_config(int i) {
+  const size_t at = static_cast<size_t>(i);
+  const size_t n = static_cast<size_t>(std::max(options_.config_servers, 1));
+  config_addrs_.resize(n, "127.0.0.1:0");
+  admin_addrs_.resize(n, "127.0.0.1:0");
+  configs_.resize(n);
+  std::vector<std::string> args = {"--listen",       config_addrs_.at(at),
+                                   "--admin",        admin_addrs_.at(at),
                                    "--heartbeat-ms", std::to_string(options_.heartbeat_ms),
                                    "--grace-ms",     std::to_string(options_.grace_ms),
                                    "--failover",     options_.failover,
                                    "--initial-mode", options_.initial_mode};
+  if (options_.store.empty()) {
+    args.insert(args.end(), {"--state-dir", options_.state_dir});
+  } else {
+    args.insert(args.end(), {"--store", options_.store, "--name", "cfg" + std::to_string(i),
+                             "--lease-ttl-s", std::to_string(options_.lease_ttl_s)});
+  }
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
   if (!options_.admin_token_file.empty()) {
     args.insert(args.end(), {"--admin-token-file", options_.admin_token_file});
   }
   add_cluster_key(args);
   args.insert(args.end(), options_.config_args.begin(), options_.config_args.end());
-  config_ = std::make_unique<ChildProcess>(IMHASH_CONFIG_SERVER, args);
-  const auto addrs = config_->wait_listening(options_.metrics ? 3 : 2);
-  config_addr_ = addrs[0];
-  admin_addr_ = addrs[1];
-  if (options_.metrics) config_metrics_ = addrs[2];
+  configs_[at] = std::make_unique<ChildProcess>(
+      IMHASH_CONFIG_SERVER, args,
+      ChildOptions{{}, "config_server" + (i ? std::to_string(i) : std::string()) + ".stderr.log"});
+  const auto addrs = configs_[at]->wait_listening(options_.metrics ? 3 : 2);
+  config_addrs_[at] = addrs[0];
+  admin_addrs_[at] = addrs[1];
+  if (options_.metrics && i == 0) config_metrics_ = addrs[2];
+}
+
+void ConfigCluster::kill_config() {
+  for (int i = 0; i < static_cast<int>(configs_.size()); ++i) kill_config(i);
+}
+
+void ConfigCluster::kill_config(int i) {
+  if (configs_.at(static_cast<size_t>(i))) configs_[static_cast<size_t>(i)]->stop(SIGKILL);
+}
+
+namespace {
+std::string joined(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& a : list) out += (out.empty() ? "" : ",") + a;
+  return out;
+}
+}  // namespace
+
+std::string ConfigCluster::config_address() const {
+  return config_addrs_.empty() ? "127.0.0.1:0" : joined(config_addrs_);
+}
+std::string ConfigCluster::admin_address() const {
+  return admin_addrs_.empty() ? "127.0.0.1:0" : joined(admin_addrs_);
+}
+
+int ConfigCluster::leader() {
+  for (size_t i = 0; i < admin_addrs_.size(); ++i) {
+    if (!configs_[i] || !configs_[i]->running()) continue;
+    std::vector<std::string> args = {"--admin", admin_addrs_[i], "--json", "status"};
+    if (!options_.admin_token_file.empty()) {
+      args.insert(args.begin(), {"--token-file", options_.admin_token_file});
+    }
+    ChildProcess p(IMHASH_IMCTL, args);
+    const std::string out = p.read_all();
+    if (p.stop(0) != 0) continue;  // a standby answers 503
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(out, ec);
+    const auto* o = ec ? nullptr : v.if_object();
+    const auto* plane = o ? o->if_contains("control_plane") : nullptr;
+    const auto* role =
+        plane && plane->is_object() ? plane->as_object().if_contains("role") : nullptr;
+    if (role && role->is_string() && role->as_string() != "standby") return static_cast<int>(i);
+  }
+  return -1;
 }
 
 void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
@@ -69,15 +129,13 @@ void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
   args.insert(args.end(), options_.tls_flags.begin(), options_.tls_flags.end());
 }
 
-void ConfigCluster::kill_config() { config_->stop(SIGKILL); }
-
 void ConfigCluster::start_hash(int i) {
   const auto it = hash_addr_.find(i);
   const std::string listen = it == hash_addr_.end() ? "127.0.0.1:0" : it->second;
   std::vector<std::string> args = {"--listen", listen,
                                    "--name",   "hash" + std::to_string(i),
                                    "--shards", std::to_string(options_.shards),
-                                   "--config", config_addr_};
+                                   "--config", config_address()};
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
   if (const auto extra = options_.hash_args.find(i); extra != options_.hash_args.end()) {
     args.insert(args.end(), extra->second.begin(), extra->second.end());
@@ -88,7 +146,10 @@ void ConfigCluster::start_hash(int i) {
   hash_addr_[i] = addrs[0];
   if (options_.metrics) hash_metrics_[i] = addrs[1];
   // Registered with the config server (so `imctl server add hashN` knows its address)?
-  if (!config_ || !config_->running()) return;
+  if (std::none_of(configs_.begin(), configs_.end(),
+                   [](const auto& c) { return c && c->running(); })) {
+    return;
+  }
   const std::string name = "hash" + std::to_string(i);
   const bool registered = wait_until([&] {
     const auto status = imctl_json({"status"});
@@ -108,7 +169,7 @@ void ConfigCluster::kill_hash(int i) { hash_.at(i)->stop(SIGKILL); }
 
 uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
   std::vector<std::string> args = {"--udp",     "127.0.0.1:0",
-                                   "--config",  config_addr_,
+                                   "--config",  config_address(),
                                    "--name",    "login" + std::to_string(i),
                                    "--threads", std::to_string(options_.login_threads)};
   // Every simulated user shares 127.0.0.1: no per-source limit unless the test sets one.
@@ -152,7 +213,7 @@ uint64_t ConfigCluster::records(int i) {
 }
 
 ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
-  args.insert(args.begin(), {"--admin", admin_addr_});
+  args.insert(args.begin(), {"--admin", admin_address()});
   if (!options_.admin_token_file.empty()) {
     args.insert(args.begin(), {"--token-file", options_.admin_token_file});
   }

@@ -28,6 +28,12 @@ struct ConfigClusterOptions {
   std::vector<std::string> config_args{};  // more config_server flags
   std::vector<std::string> tls_flags{};  // set: these --tls-cert/--tls-key/--tls-ca on every daemon
   std::map<int, std::vector<std::string>> hash_args{};  // more flags for hash server i
+  // Set ("etcd://HOST:PORT,.../PREFIX"): every config server runs with --store instead of a state
+  // directory, and there are `config_servers` of them (cfg0, cfg1, ...), one leading; nodes and
+  // imctl are given all of their addresses.
+  std::string store{};
+  int config_servers = 1;
+  int lease_ttl_s = 2;  // with `store`
 };
 
 struct ImctlResult {
@@ -40,9 +46,14 @@ class ConfigCluster {
   explicit ConfigCluster(ConfigClusterOptions options = {});
   ~ConfigCluster();
 
-  // Starts (or restarts, keeping the state directory) the config server on the same ports.
+  // Starts (or restarts, keeping the state directory) every config server on the same ports.
   void start_config();
-  void kill_config();  // SIGKILL
+  void kill_config();  // SIGKILL, every one
+  // Config server i (0-based) alone.
+  void start_config(int i);
+  void kill_config(int i);
+  // The config server that leads now, as its status says (-1: none answers as the leader).
+  int leader();
   // hash server "hash<i>" (i from 1), registered with the config server.
   void start_hash(int i);
   void kill_hash(int i);
@@ -70,12 +81,14 @@ class ConfigCluster {
   // kFlagAnyOwner on each of its shards): what a purge left.
   size_t held(int i, uint64_t lo, uint64_t hi);
 
-  const std::string& config_address() const { return config_addr_; }
-  const std::string& admin_address() const { return admin_addr_; }
+  // Every config server's node (admin) address, joined by commas.
+  std::string config_address() const;
+  std::string admin_address() const;
+  const std::string& admin_address(int i) const { return admin_addrs_.at(static_cast<size_t>(i)); }
   const std::string& hash_address(int i) { return hash_addr_.at(i); }
   ChildProcess& hash(int i) { return *hash_.at(i); }
   ChildProcess& login(int i) { return *login_.at(i); }
-  ChildProcess& config() { return *config_; }
+  ChildProcess& config(int i = 0) { return *configs_.at(static_cast<size_t>(i)); }
   // With options.metrics: each daemon's /metrics address ("" without).
   const std::string& config_metrics() const { return config_metrics_; }
   const std::string& hash_metrics(int i) { return hash_metrics_[i]; }
@@ -86,9 +99,9 @@ class ConfigCluster {
   void add_cluster_key(std::vector<std::string>& args) const;
   ConfigClusterOptions options_;
   std::vector<uint8_t> cluster_key_;  // the key in options_.cluster_key_file (for FrameClient)
-  std::unique_ptr<ChildProcess> config_;
-  std::string config_addr_ = "127.0.0.1:0";
-  std::string admin_addr_ = "127.0.0.1:0";
+  std::vector<std::unique_ptr<ChildProcess>> configs_;
+  std::vector<std::string> config_addrs_;  // "127.0.0.1:0" until started
+  std::vector<std::string> admin_addrs_;
   std::map<int, std::unique_ptr<ChildProcess>> hash_;
   std::map<int, std::string> hash_addr_;
   std::map<int, std::unique_ptr<ChildProcess>> login_;

@@ -282,11 +282,11 @@ TEST_CASE(
   fake.send(registration(control::Role::kLogin, "fake1", "127.0.0.1:9"));
   REQUIRE(fake.next_of<control::Welcome>());
   fake.send(control::Ack{std::numeric_limits<uint64_t>::max()});
-  fake.send(control::Heartbeat{std::numeric_limits<uint64_t>::max(), {}, {}});
+  fake.send(control::Heartbeat{std::numeric_limits<uint64_t>::max(), {}, {}, 0});
   std::atomic<bool> stop{false};
   std::thread beat([&] {
     for (int i = 0; i < 3000 && !stop; ++i) {  // bounded: at most 5 minutes
-      fake.send(control::Heartbeat{0, {}, {}});
+      fake.send(control::Heartbeat{0, {}, {}, 0});
       fake.discard_input();
       std::this_thread::sleep_for(milliseconds(100));
     }

@@ -14,7 +14,10 @@
 
 namespace imhash::test {
 
-HttpReply http_get(const std::string& address, const std::string& target) {
+namespace {
+
+// Sends the whole request `req` and reads the reply until the server closes the connection.
+HttpReply http_request(const std::string& address, const std::string& req) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -24,8 +27,11 @@ HttpReply http_get(const std::string& address, const std::string& target) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::string out;
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    for (size_t sent = 0; sent < req.size();) {
+      const ssize_t n = send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
     char buf[65536];
     ssize_t n;
     while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
@@ -38,6 +44,19 @@ HttpReply http_get(const std::string& address, const std::string& target) {
   }
   reply.body = out.substr(body + 4);
   return reply;
+}
+
+}  // namespace
+
+HttpReply http_get(const std::string& address, const std::string& target) {
+  return http_request(address, "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+}
+
+HttpReply http_post(const std::string& address, const std::string& target, const std::string& body,
+                    const std::string& content_type) {
+  return http_request(
+      address, "POST " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: " + content_type +
+                   "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
 }
 
 std::string url_encode(const std::string& text) {

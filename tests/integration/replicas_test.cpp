@@ -151,45 +151,6 @@ TEST_CASE("replicas: a server back empty is refilled, and a LOGOUT while it was 
   CHECK(not_logged_out(client, 1, kLoggedOut) == 0);
 }
 
-namespace {
-
-// A verified mixed load (heartbeats, lookups, logouts) of `users` users from `first` at `rate`
-// requests per second for `seconds`, started in the background.
-std::unique_ptr<ChildProcess> start_load(uint16_t udp, uint64_t first, uint64_t users, int rate,
-                                         int seconds) {
-  return std::make_unique<ChildProcess>(
-      IMHASH_UDP_SIM, std::vector<std::string>{
-                          "--target", "127.0.0.1:" + std::to_string(udp), "--users",
-                          std::to_string(users), "--first-user", std::to_string(first), "--rate",
-                          std::to_string(rate), "--duration", std::to_string(seconds), "--verify",
-                          "--timeout-ms", "1000", "--json", "--log-level", "warn"});
-}
-
-// The load's summary: it passed verification, and no LOOKUP was answered anything but OK or
-// NOT_FOUND (nor went unanswered).
-void check_load(ChildProcess& sim) {
-  const boost::json::object s = run_sim(sim);
-  const auto& verify = s.at("verify").as_object();
-  if (verify.at("result").as_string() != "pass") MESSAGE(boost::json::serialize(verify));
-  CHECK(verify.at("result").as_string() == "pass");
-  const auto& lookups = s.at("ops").as_object().at("LOOKUP").as_object();
-  const auto& status = lookups.at("status").as_object();
-  uint64_t answered = 0;
-  for (const auto& entry : status) {
-    const std::string name(entry.key());
-    const uint64_t n = entry.value().to_number<uint64_t>();
-    CAPTURE(name);
-    CAPTURE(n);
-    if (name != "OK" && name != "NOT_FOUND") CHECK(n == 0);
-    answered += n;
-  }
-  CHECK(answered == number(lookups, "requests"));
-  CHECK(number(lookups, "requests") > 1000);
-  sim.stop(0);
-}
-
-}  // namespace
-
 TEST_CASE("replicas: under a verified load a kill -9 and a restart empty fail no lookup") {
   ConfigCluster c(ConfigClusterOptions{.shards = 2, .grace_ms = 1000, .initial_mode = "ring"});
   const uint16_t udp = c.start_serving(3);

@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "tests/integration/child_process.h"
@@ -20,5 +21,13 @@ void log_in(uint16_t udp, uint64_t first, uint64_t users);
 // Every one of those users is looked up once, without logging in: how many were found with the
 // endpoint they registered (the failures are printed).
 uint64_t found(uint16_t udp, uint64_t first, uint64_t users);
+
+// A verified mixed load (heartbeats, lookups, logouts) of `users` users from `first` at `rate`
+// requests per second for `seconds`, started in the background.
+std::unique_ptr<ChildProcess> start_load(uint16_t udp, uint64_t first, uint64_t users, int rate,
+                                         int seconds);
+// The load's summary: it passed verification, and no LOOKUP was answered anything but OK or
+// NOT_FOUND (nor went unanswered).
+void check_load(ChildProcess& sim);
 
 }  // namespace imhash::test

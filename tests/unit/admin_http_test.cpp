@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/table_text.h"
@@ -32,6 +33,8 @@ using tcp = asio::ip::tcp;
 class FakeBackend : public AdminBackend {
  public:
   AdminResult reply = AdminResult::ok(json::object{{"fake", true}});
+  std::optional<AdminResult> standby;  // set: answers as a standby config server
+  std::optional<AdminResult> standby_answer() override { return standby; }
 
   std::vector<std::string> calls() const {
     std::lock_guard lock(mutex_);
@@ -234,6 +237,28 @@ TEST_CASE("admin_http: healthz answers without the backend") {
   CHECK(json::serialize(r.body) == R"({"ok":true})");
   CHECK(b.calls().empty());
   CHECK(call(b, verb::post, "/healthz", "{}").status == 405);
+}
+
+TEST_CASE("admin_http: a standby answers every request but healthz itself, before the backend") {
+  FakeBackend b;
+  b.standby = AdminResult::error(503, "this config server (cfg1) is a standby; the leader is cfg0");
+  for (const auto& [method, target, body] : std::vector<std::tuple<verb, std::string, std::string>>{
+           {verb::get, "/v1/status", ""},
+           {verb::get, "/v1/history?limit=5", ""},
+           {verb::get, "/v1/where/7", ""},
+           {verb::post, "/v1/assign", R"({"lo": 1, "hi": 2, "server": "hash1"})"},
+           {verb::post, "/v1/servers/hash1/drain", ""}}) {
+    CAPTURE(target);
+    const AdminResult r = call(b, method, target, body);
+    CHECK(r.status == 503);
+    CHECK(error_of(r).find("standby") != std::string::npos);
+  }
+  CHECK(b.calls().empty());
+  CHECK(call(b, verb::get, "/healthz").status == 200);
+  CHECK(call(b, verb::get, "/v1/nothing").status == 404);
+  b.standby.reset();
+  CHECK(call(b, verb::get, "/v1/status").status == 200);
+  CHECK(b.last() == "status");
 }
 
 TEST_CASE("admin_http: POST /v1/mode") {

@@ -51,3 +51,14 @@ TEST_CASE("config_addresses: a malformed list is a usage error naming the flag")
   CHECK(usage_error_of("a:1,a:1") == "--config: 'a:1' is listed twice");
   CHECK(usage_error_of("a:1,nohost").find("--config") == 0);
 }
+
+TEST_CASE("config_addresses: a standby's leader is dialled next when it is one of them") {
+  ConfigAddresses a =
+      ConfigAddresses::parse("10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000", "--config");
+  CHECK(a.move_to("10.0.0.3:7000"));
+  CHECK(a.current_text() == "10.0.0.3:7000");
+  CHECK(a.position() == 2);
+  CHECK_FALSE(a.move_to("10.0.0.9:7000"));  // not ours: stays
+  CHECK(a.current_text() == "10.0.0.3:7000");
+  CHECK(a.advance() == "10.0.0.1:7000");
+}

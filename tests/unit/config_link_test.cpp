@@ -552,7 +552,7 @@ TEST_CASE("config_link: a refused registration is logged and tried again after t
       Peer peer = co_await h.accept();
       co_await peer.wait_for<control::Register>();
       {
-        const std::vector<Message> out = msgs(control::Refused{"address 0.0.0.0:7001 refused"});
+        const std::vector<Message> out = msgs(control::Refused{"address 0.0.0.0:7001 refused", ""});
         co_await peer.send(out);
       }
       co_await peer.until_closed();  // the link hangs up after a refusal

@@ -37,9 +37,12 @@ std::vector<Message> samples() {
   v.push_back(Heartbeat{
       7,
       boost::json::object{{"records", 1000}, {"big", ~0ULL}, {"negative", -5}, {"ratio", 0.5}},
-      {}});
-  v.push_back(Heartbeat{0, {}, {}});
-  v.push_back(Heartbeat{3, boost::json::object{{"received", 9}}, {{"hash1", 0}, {"hash2", ~0ULL}}});
+      {},
+      0});
+  v.push_back(Heartbeat{0, {}, {}, 0});
+  v.push_back(
+      Heartbeat{3, boost::json::object{{"received", 9}}, {{"hash1", 0}, {"hash2", ~0ULL}}, 0});
+  v.push_back(Heartbeat{1, {}, {}, 1'790'000'000'000'000ULL});
   v.push_back(Ack{~0ULL});
   v.push_back(Ack{0});
   v.push_back(PurgeReport{});
@@ -88,8 +91,9 @@ std::vector<Message> samples() {
   v.push_back(FillCommand{false});
   v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99, true, false});
   v.push_back(Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 2, 99, false, true});
-  v.push_back(Refused{"address 0.0.0.0:7001 is unspecified \"quoted\""});
-  v.push_back(Refused{""});
+  v.push_back(Refused{"address 0.0.0.0:7001 is unspecified \"quoted\"", ""});
+  v.push_back(Refused{"", ""});
+  v.push_back(Refused{"a standby", "10.0.0.2:7000"});
   return v;
 }
 
@@ -160,7 +164,7 @@ TEST_CASE("control_protocol: golden bytes") {
         frame_of(R"({"version":4,"state":"running","scanned":1,"total":2,"sent":3,"rate":4,)"
                  R"("eta_ms":5,"restarts":6,"targets":[{"name":"h","records":7}],)"
                  R"("type":"stream_report"})"));
-  CHECK(encode(Refused{"no"}) == frame_of(R"({"type":"refused","reason":"no"})"));
+  CHECK(encode(Refused{"no", ""}) == frame_of(R"({"type":"refused","reason":"no"})"));
 }
 
 TEST_CASE("control_protocol: messages written by hand decode") {

@@ -5,7 +5,9 @@
 
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +139,45 @@ TEST_CASE("imctl: global options, anywhere on the line") {
         "--timeout-ms must be a number of milliseconds between 1 and 3600000 (got '0')");
   CHECK(usage({"--timeout-ms=fast", "status"}) ==
         "--timeout-ms must be a number of milliseconds between 1 and 3600000 (got 'fast')");
+}
+
+TEST_CASE("imctl: --admin and IMHASH_ADMIN take a list of config servers") {
+  ImctlInvocation inv = ok({"--admin", "127.0.0.1:7100,127.0.0.1:7101, [::1]:7102", "status"});
+  REQUIRE(inv.admins.size() == 3);
+  CHECK(inv.admins[0] == AdminAddress{"127.0.0.1:7100", "127.0.0.1", 7100});
+  CHECK(inv.admins[1] == AdminAddress{"127.0.0.1:7101", "127.0.0.1", 7101});
+  CHECK(inv.admins[2] == AdminAddress{"[::1]:7102", "::1", 7102});
+  // The first is the one asked first, and named by messages until another answers.
+  CHECK(inv.admin == "127.0.0.1:7100");
+  CHECK(inv.host == "127.0.0.1");
+  CHECK(inv.port == 7100);
+  inv = ok({"status"}, "10.0.0.5:7200,10.0.0.6:7200");
+  REQUIRE(inv.admins.size() == 2);
+  CHECK(inv.admins[1].text == "10.0.0.6:7200");
+  inv = ok({"--admin=a:1,b:2", "status"}, "10.0.0.5:7200");  // --admin wins
+  CHECK(inv.admins.size() == 2);
+  CHECK(inv.admin == "a:1");
+  inv = ok({"status"});
+  CHECK(inv.admins == std::vector<AdminAddress>{{"127.0.0.1:7100", "127.0.0.1", 7100}});
+
+  CHECK(usage({"--admin", "a:1,,b:2", "status"}) ==
+        "--admin: expected HOST:PORT[,HOST:PORT...], got 'a:1,,b:2' (an empty address)");
+  CHECK(usage({"--admin", "a:1,", "status"}) ==
+        "--admin: expected HOST:PORT[,HOST:PORT...], got 'a:1,' (an empty address)");
+  CHECK(usage({"--admin", "a:1,nope", "status"}) == "--admin: expected HOST:PORT, got 'nope'");
+  CHECK(usage({"--admin", "a:1,b:0", "status"}) == "--admin: port 0 is not allowed (in 'b:0')");
+  CHECK(usage({"--admin", "a:1,b:x", "status"}) == "--admin: bad port 'x' in 'b:x'");
+  CHECK(usage({"--admin", "127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7100", "status"}) ==
+        "--admin: '127.0.0.1:7100' is given twice");
+  CHECK(usage({"--admin", "[::1]:7100, [::1]:7100", "status"}) ==
+        "--admin: '[::1]:7100' is given twice");
+  CHECK(parse({"status"}, "a:1,a:1").error == "IMHASH_ADMIN: 'a:1' is given twice");
+
+  CHECK(parse_admin_list("h:1", "--admin").addresses.size() == 1);
+  CHECK(parse_admin_list("", "--admin").error ==
+        "--admin: expected HOST:PORT[,HOST:PORT...], got '' (an empty address)");
+  CHECK(same_admin_address({"[::1]:1", "::1", 1}, {" [::1]:1", "::1", 1}));
+  CHECK_FALSE(same_admin_address({"localhost:1", "localhost", 1}, {"127.0.0.1:1", "127.0.0.1", 1}));
 }
 
 TEST_CASE("imctl: usage errors say what is wrong") {
@@ -745,6 +786,317 @@ TEST_CASE("imctl: drains, streams and pending purges as text") {
   CHECK(status.find("hash2: idle") == std::string::npos);
 }
 
+// ---- Several config servers on one store: the control plane, following the leader
+// ----------------------------------------------------------------
+
+TEST_CASE("imctl: status shows the control plane when the server sends one") {
+  const std::string leader = R"({"version": 3, "mode": "ring", "converged": true, "nodes": [],
+    "last_change": {"version": 3, "reached_every_node_ms": 4},
+    "control_plane": {"store": "etcd://127.0.0.1:2379,127.0.0.1:2381/imhash", "role": "leader",
+      "name": "cfg-a", "lease_ttl_ms": 3000,
+      "leader": {"name": "cfg-a", "admin": "127.0.0.1:7100", "node": "127.0.0.1:7000"},
+      "standbys": [{"name": "cfg-b", "admin": "127.0.0.1:7101", "node": "127.0.0.1:7001"},
+                   {"name": "cfg-c", "admin": "127.0.0.1:7102", "node": "127.0.0.1:7002"}],
+      "store_latency_ms": {"last": 1.2, "mean": 0.9}, "store_errors": 0}})";
+  // The store on a line of its own when one would be wider than 120 columns.
+  CHECK(format_status(js(leader)) ==
+        "table version 3, mode ring, converged: yes\n"
+        "version 3 reached every node in 4ms\n"
+        "control plane: leader cfg-a (127.0.0.1:7100), standbys cfg-b (127.0.0.1:7101), cfg-c "
+        "(127.0.0.1:7102)\n"
+        "  store etcd://127.0.0.1:2379,127.0.0.1:2381/imhash, last 1.2ms, mean 0.9ms, 0 errors\n"
+        "\n"
+        "no nodes are connected\n");
+  CHECK(format_control_plane(js(R"({"store": "etcd://e1:2379/imhash", "role": "leader",
+      "name": "cfg-a", "leader": {"name": "cfg-a", "admin": "10.0.0.1:7100"}, "standbys": [],
+      "store_latency_ms": {"last": 12.6, "mean": 0.01}, "store_errors": 1,
+      "problem": "keepalive: no etcd member answered"})")) ==
+        "control plane: leader cfg-a (10.0.0.1:7100), no standbys; store etcd://e1:2379/imhash, "
+        "last 13ms, mean <0.1ms, 1 error\n"
+        "  problem: keepalive: no etcd member answered\n");
+  // A single config server on a file store: no election, no standbys.
+  CHECK(format_status(js(R"({"version": 1, "mode": "modulo", "converged": true, "nodes": [],
+      "control_plane": {"store": "file /var/lib/imhash/state.json", "role": "single",
+        "name": "cfg-a", "store_latency_ms": {"last": 0.3, "mean": 0.25}, "store_errors": 0}})")) ==
+        "table version 1, mode modulo, converged: yes\n"
+        "control plane: single config server cfg-a; store file /var/lib/imhash/state.json, last "
+        "0.3ms, mean 0.2ms, 0 errors\n"
+        "\n"
+        "no nodes are connected\n");
+  CHECK(format_control_plane(js(R"({"store": "file state.json", "role": "single",
+      "store_latency_ms": {"last": 0.3}})")) ==
+        "control plane: single config server; store file state.json, last 0.3ms\n");
+  // A leader whose status lacks the leader object: its own name; odd shapes show as "-".
+  CHECK(format_control_plane(js(R"({"role": "leader", "name": "cfg-a", "standbys": [5],
+      "store_latency_ms": "fast", "store_errors": "x"})")) ==
+        "control plane: leader cfg-a, standbys -; store -\n");
+  CHECK(format_control_plane(js(R"({"role": "standby", "name": "cfg-b", "leader": null,
+      "standbys": [{"name": "cfg-b", "admin": "127.0.0.1:7101"}], "store": "etcd://e:1/p"})")) ==
+        "control plane: standby cfg-b, no leader known, standbys cfg-b (127.0.0.1:7101); store "
+        "etcd://e:1/p\n");
+  // An older config server sends none: status as before ("imctl: status as text" has the rest).
+  const std::string old = R"({"version": 3, "mode": "ring", "converged": true, "nodes": []})";
+  CHECK(format_status(js(old)) ==
+        "table version 3, mode ring, converged: yes\n\nno nodes are connected\n");
+  CHECK(format_status(js(R"({"version": 3, "mode": "ring", "converged": true, "nodes": [],
+                            "control_plane": 7})")) == format_status(js(old)));
+  // --json: the body as it is.
+  ImctlInvocation inv = ok({"--json", "status"});
+  HttpOutcome outcome;
+  outcome.reply = {200, leader};
+  CHECK(imctl_output(inv, outcome).out == leader + "\n");
+
+  const std::string help = imctl_usage();
+  for (const char* line : {"--admin HOST:PORT[,HOST:PORT...]", "each of several sharing one",
+                           "from a standby (HTTP 503) to the leader it names",
+                           "each address at most once", "the control plane (leader, standbys"}) {
+    CAPTURE(line);
+    CHECK(help.find(line) != std::string::npos);
+  }
+}
+
+HttpOutcome unreachable(std::string why = "Connection refused") {
+  return HttpOutcome{HttpFailure::kUnreachable, std::move(why), {}};
+}
+
+HttpOutcome reply(unsigned status, std::string body) {
+  return HttpOutcome{HttpFailure::kNone, {}, HttpReply{status, std::move(body)}};
+}
+
+HttpOutcome standby(const std::string& me, const std::string& leader_name = {},
+                    const std::string& leader_admin = {}) {
+  if (leader_admin.empty()) {
+    return reply(503, R"({"error":"this config server ()" + me +
+                          R"() is a standby and no leader is known: the store is unreachable"})");
+  }
+  return reply(503, R"({"error":"this config server ()" + me + R"() is a standby; the leader is )" +
+                        leader_name + " at " + leader_admin + R"(","leader":{"name":")" +
+                        leader_name + R"(","admin":")" + leader_admin +
+                        R"(","node":"127.0.0.1:7000"}})");
+}
+
+AdminAddress addr(const std::string& text) {
+  const AdminListParse p = parse_admin_list(text, "test");
+  REQUIRE(p.addresses.size() == 1);
+  return p.addresses[0];
+}
+
+TEST_CASE("imctl: a standby's 503, read") {
+  std::optional<StandbyAnswer> a = standby_answer(standby("cfg-b", "cfg-a", "127.0.0.1:7100"));
+  REQUIRE(a);
+  CHECK(a->leader_name == "cfg-a");
+  CHECK(a->leader_admin == "127.0.0.1:7100");
+  CHECK(a->error ==
+        "this config server (cfg-b) is a standby; the leader is cfg-a at 127.0.0.1:7100");
+  a = standby_answer(standby("cfg-b"));
+  REQUIRE(a);
+  CHECK(a->leader_admin.empty());
+  CHECK(a->error ==
+        "this config server (cfg-b) is a standby and no leader is known: the store is unreachable");
+  // "leader" present (even null) marks a standby, whatever the sentence says.
+  a = standby_answer(
+      reply(503, R"({"error":"no leader: the store is unreachable","leader":null})"));
+  REQUIRE(a);
+  CHECK(a->leader_admin.empty());
+  CHECK(standby_answer(reply(503, R"({"error":"x","leader":{"name":"cfg-a"}})")));
+  // Any other 503 is a config server's answer; so is anything not a 503.
+  CHECK_FALSE(standby_answer(reply(503, R"({"error":"too many connections: 256 are open"})")));
+  CHECK_FALSE(standby_answer(reply(503, "<html>standby</html>")));
+  CHECK_FALSE(standby_answer(reply(200, R"({"leader":{"admin":"a:1"}})")));
+  CHECK_FALSE(standby_answer(unreachable()));
+}
+
+TEST_CASE("imctl: following the leader: which address next") {
+  const std::vector<AdminAddress> list{addr("127.0.0.1:7100"), addr("127.0.0.1:7101"),
+                                       addr("127.0.0.1:7102")};
+  const std::chrono::milliseconds timeout(5000);
+  std::vector<AdminAttempt> attempts;
+  // First the first.
+  AdminStep step = next_admin_step(list, attempts, timeout);
+  CHECK(step.ask == list[0]);
+  CHECK(step.failed.empty());
+
+  // Unreachable -> the next.
+  attempts.push_back({list[0], unreachable()});
+  step = next_admin_step(list, attempts, timeout);
+  CHECK(step.ask == list[1]);
+
+  // A standby naming a leader -> that leader next, even one not listed.
+  attempts.push_back({list[1], standby("cfg-b", "cfg-d", "10.0.0.4:7100")});
+  step = next_admin_step(list, attempts, timeout);
+  CHECK(step.ask == AdminAddress{"10.0.0.4:7100", "10.0.0.4", 7100});
+
+  // The leader answers: that is the outcome, whatever it is (a refusal too).
+  std::vector<AdminAttempt> answered = attempts;
+  answered.push_back({addr("10.0.0.4:7100"), reply(200, R"({"version":1})")});
+  step = next_admin_step(list, answered, timeout);
+  CHECK_FALSE(step.ask);
+  CHECK(step.failed.empty());
+  answered.back().outcome = reply(409, R"({"error":"conflict"})");
+  CHECK(next_admin_step(list, answered, timeout).failed.empty());
+  answered.back().outcome = reply(503, R"({"error":"the state store cannot be written: EIO"})");
+  step = next_admin_step(list, answered, timeout);
+  CHECK_FALSE(step.ask);
+  CHECK(step.failed.empty());
+
+  // The leader times out -> back to the list, where it left off.
+  attempts.push_back(
+      {addr("10.0.0.4:7100"), HttpOutcome{HttpFailure::kTimeout, "reading the reply", {}}});
+  step = next_admin_step(list, attempts, timeout);
+  CHECK(step.ask == list[2]);
+
+  // Each address at most once: a standby naming one already asked does not loop back.
+  attempts.push_back({list[2], standby("cfg-c", "cfg-a", "127.0.0.1:7100")});
+  step = next_admin_step(list, attempts, timeout);
+  CHECK_FALSE(step.ask);
+  // Every address failed: what each one said.
+  CHECK(step.failed ==
+        "127.0.0.1:7100: Connection refused; 127.0.0.1:7101: standby, leader cfg-d at "
+        "10.0.0.4:7100; 10.0.0.4:7100: no answer within 5000 ms (reading the reply); "
+        "127.0.0.1:7102: standby, leader cfg-a at 127.0.0.1:7100");
+
+  // A standby that knows no leader -> the next; the last one's sentence ends the error.
+  attempts = {{list[0], unreachable()}, {list[1], standby("cfg-b")}};
+  step = next_admin_step(list, attempts, timeout);
+  CHECK(step.ask == list[2]);
+  attempts.push_back({list[2], reply(503, R"({"error":"no leader: the store is unreachable: )"
+                                          R"(connection refused","leader":null})")});
+  step = next_admin_step(list, attempts, timeout);
+  CHECK_FALSE(step.ask);
+  CHECK(step.failed ==
+        "127.0.0.1:7100: Connection refused; 127.0.0.1:7101: this config server (cfg-b) is a "
+        "standby and no leader is known: the store is unreachable; 127.0.0.1:7102: standby, no "
+        "leader known: no leader: the store is unreachable: connection refused");
+
+  // A standby naming itself, or an address that is not HOST:PORT: the list goes on.
+  attempts = {{list[0], standby("cfg-a", "cfg-a", "127.0.0.1:7100")}};
+  CHECK(next_admin_step(list, attempts, timeout).ask == list[1]);
+  attempts = {{list[0], standby("cfg-a", "cfg-x", "nowhere")}};
+  CHECK(next_admin_step(list, attempts, timeout).ask == list[1]);
+  attempts = {
+      {list[0], HttpOutcome{HttpFailure::kBadReply, "the connection closed before a reply", {}}}};
+  step = next_admin_step({list[0]}, attempts, timeout);
+  CHECK_FALSE(step.ask);
+  CHECK(step.failed == "127.0.0.1:7100: no valid reply (the connection closed before a reply)");
+
+  // Standbys naming ever new leaders: at most kImctlMaxAdminAttempts exchanges.
+  attempts.clear();
+  for (;;) {
+    step = next_admin_step(list, attempts, timeout);
+    if (!step.ask) break;
+    const std::string next = "10.1.0." + std::to_string(attempts.size()) + ":7100";
+    attempts.push_back({*step.ask, standby("s", "l", next)});
+  }
+  CHECK(attempts.size() == kImctlMaxAdminAttempts);
+  CHECK_FALSE(step.failed.empty());
+
+  // The order of a poll: the one that answered, then the list without it.
+  CHECK(admin_order(list, std::nullopt) == list);
+  CHECK(admin_order(list, list[1]) == std::vector<AdminAddress>{list[1], list[0], list[2]});
+  const AdminAddress elsewhere = addr("10.0.0.4:7100");
+  CHECK(admin_order(list, elsewhere) ==
+        std::vector<AdminAddress>{elsewhere, list[0], list[1], list[2]});
+}
+
+// follow_leader with a fake exchange: the addresses asked, in order, and what imctl prints.
+struct FakeCluster {
+  std::map<std::string, HttpOutcome> answers;  // by address text; missing: unreachable
+  std::vector<std::string> asked;
+
+  AdminFollow run(const ImctlInvocation& inv, const std::vector<AdminAddress>& order) {
+    asked.clear();
+    return follow_leader(inv, order, [this](const AdminAddress& a) {
+      asked.push_back(a.text);
+      const auto it = answers.find(a.text);
+      return it == answers.end() ? unreachable() : it->second;
+    });
+  }
+};
+
+TEST_CASE("imctl: following the leader: what imctl asks and prints") {
+  FakeCluster cluster;
+  const std::string status = R"({"version": 4, "mode": "ring", "converged": true, "nodes": []})";
+  cluster.answers["127.0.0.1:7101"] = standby("cfg-b", "cfg-a", "127.0.0.1:7100");
+  cluster.answers["127.0.0.1:7102"] = standby("cfg-c", "cfg-a", "127.0.0.1:7100");
+  cluster.answers["127.0.0.1:7100"] = reply(200, status);
+
+  // Asked a standby first: on to the leader.
+  ImctlInvocation inv = ok({"--admin", "127.0.0.1:7101,127.0.0.1:7100", "status"});
+  AdminFollow f = cluster.run(inv, inv.admins);
+  CHECK(cluster.asked == std::vector<std::string>{"127.0.0.1:7101", "127.0.0.1:7100"});
+  CHECK(f.output.exit_code == 0);
+  CHECK(f.output.out.starts_with("table version 4, mode ring, converged: yes\n"));
+  CHECK(f.output.err.empty());
+  REQUIRE(f.answered);
+  CHECK(f.answered->text == "127.0.0.1:7100");
+  CHECK(f.outcome.reply.body == status);
+
+  // A leader not in the list.
+  inv = ok({"--admin", "127.0.0.1:7199,127.0.0.1:7102", "status"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(cluster.asked ==
+        std::vector<std::string>{"127.0.0.1:7199", "127.0.0.1:7102", "127.0.0.1:7100"});
+  CHECK(f.output.exit_code == 0);
+  // The next poll asks the one that answered first.
+  f = cluster.run(inv, admin_order(inv.admins, f.answered));
+  CHECK(cluster.asked == std::vector<std::string>{"127.0.0.1:7100"});
+  // It stops answering: the list again (the leader it names was asked already).
+  cluster.answers.erase("127.0.0.1:7100");
+  f = cluster.run(inv, admin_order(inv.admins, f.answered));
+  CHECK(cluster.asked ==
+        std::vector<std::string>{"127.0.0.1:7100", "127.0.0.1:7199", "127.0.0.1:7102"});
+  CHECK(f.output.exit_code == 69);
+  CHECK_FALSE(f.answered);
+  CHECK(f.output.out.empty());
+  CHECK(f.output.err ==
+        "imctl: no config server served the request: 127.0.0.1:7100: Connection refused; "
+        "127.0.0.1:7199: Connection refused; 127.0.0.1:7102: standby, leader cfg-a at "
+        "127.0.0.1:7100\n");
+
+  // The messages name the config server that answered.
+  cluster.answers["127.0.0.1:7100"] = reply(200, "not json");
+  inv = ok({"--admin", "127.0.0.1:7101", "status"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(f.output.exit_code == 69);
+  CHECK(f.output.err.starts_with("imctl: the reply from 127.0.0.1:7100 is not JSON"));
+  cluster.answers["127.0.0.1:7100"] = reply(404, R"({"error":"there is no server named \"h\""})");
+  inv = ok({"--admin", "127.0.0.1:7101", "drain", "h"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(f.output.exit_code == 1);
+  CHECK(f.output.err == "imctl: drain: there is no server named \"h\"\n");
+
+  // One address that cannot be reached: the message of one config server, as before.
+  inv = ok({"--admin", "127.0.0.1:7199", "status"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(f.output.exit_code == 69);
+  CHECK(f.output.err ==
+        "imctl: cannot reach the config server at 127.0.0.1:7199: Connection refused\n");
+  cluster.answers["127.0.0.1:7198"] = HttpOutcome{HttpFailure::kTimeout, "connecting", {}};
+  inv = ok({"--admin", "127.0.0.1:7199,127.0.0.1:7198", "--timeout-ms", "300", "status"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(f.output.err ==
+        "imctl: no config server served the request: 127.0.0.1:7199: Connection refused; "
+        "127.0.0.1:7198: no answer within 300 ms (connecting)\n");
+
+  // A standby that knows no leader, alone or last: exit 69, its sentence; --json: its body too.
+  cluster.answers["127.0.0.1:7105"] = standby("cfg-e");
+  inv = ok({"--admin", "127.0.0.1:7105", "status"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(cluster.asked == std::vector<std::string>{"127.0.0.1:7105"});
+  CHECK(f.output.exit_code == 69);
+  CHECK(f.output.out.empty());
+  CHECK(f.output.err ==
+        "imctl: no config server served the request: 127.0.0.1:7105: this config server (cfg-e) "
+        "is a standby and no leader is known: the store is unreachable\n");
+  inv = ok({"--json", "--admin", "127.0.0.1:7199,127.0.0.1:7105", "status"});
+  f = cluster.run(inv, inv.admins);
+  CHECK(f.output.exit_code == 69);
+  CHECK(f.output.out == cluster.answers["127.0.0.1:7105"].reply.body + "\n");
+  CHECK(
+      f.output.err.starts_with("imctl: no config server served the request: 127.0.0.1:7199: "
+                               "Connection refused; 127.0.0.1:7105: this config server"));
+}
+
 // ---- Against a real admin server
 // ----------------------------------------------------------------
 
@@ -867,6 +1219,76 @@ TEST_CASE("imctl: talks to a real AdminHttpServer") {
                              "assign 9007199254740993 18446744073709551615 hash9",
                              "add hash4 127.0.0.1:7004 4 2", "purge hash1 2 604800", "drain hash2",
                              "drain_status hash2", "streams", "cancel hash1", "replicas 2"});
+}
+
+// A standby as a config server of several answers: 503 naming the leader (status only, here).
+class StandbyBackend : public RecordingBackend {
+ public:
+  std::string leader_admin;  // "" : no leader known
+
+  AdminResult status() override {
+    calls.push_back("status");
+    if (leader_admin.empty()) {
+      return AdminResult::error(
+          503, "this config server (cfg-b) is a standby and no leader is known: not elected yet");
+    }
+    AdminResult r = AdminResult::error(
+        503, "this config server (cfg-b) is a standby; the leader is cfg-a at " + leader_admin);
+    r.body.as_object()["leader"] =
+        json::object{{"name", "cfg-a"}, {"admin", leader_admin}, {"node", "127.0.0.1:7000"}};
+    return r;
+  }
+};
+
+TEST_CASE("imctl: follows a real standby to the leader, past one that is down") {
+  namespace asio = boost::asio;
+  asio::io_context ctx;
+  RecordingBackend leader_backend;
+  StandbyBackend standby_backend, lost_backend;  // lost_backend knows no leader
+  AdminHttpServer leader(ctx, leader_backend, "127.0.0.1", 0);
+  AdminHttpServer standby(ctx, standby_backend, "127.0.0.1", 0);
+  AdminHttpServer lost(ctx, lost_backend, "127.0.0.1", 0);
+  leader.start();
+  standby.start();
+  lost.start();
+  standby_backend.leader_admin = leader.local_address();
+  asio::ip::tcp::acceptor probe(ctx, {asio::ip::make_address("127.0.0.1"), 0});
+  const std::string dead = "127.0.0.1:" + std::to_string(probe.local_endpoint().port());
+  probe.close();
+  std::thread thread([&] { ctx.run(); });
+
+  const auto run = [](const std::vector<std::string>& args) {
+    const ImctlParse p = parse_imctl_args(args, nullptr);
+    REQUIRE(p.invocation);
+    const ImctlInvocation& inv = *p.invocation;
+    return follow_leader(inv, inv.admins, [&](const AdminAddress& a) {
+      return http_exchange(a.host, a.port, inv.method, inv.target, inv.body, inv.timeout);
+    });
+  };
+  // The leader is not in the list: the standby names it.
+  AdminFollow f = run({"--admin", dead + "," + standby.local_address(), "status"});
+  CHECK(f.output.exit_code == 0);
+  CHECK(f.output.out.starts_with("table version 4, mode ring, converged: yes\n"));
+  REQUIRE(f.answered);
+  CHECK(f.answered->text == leader.local_address());
+
+  f = run({"--admin", lost.local_address() + "," + dead, "status"});
+  CHECK(f.output.exit_code == 69);
+  CHECK_FALSE(f.answered);
+  CHECK(f.output.err == "imctl: no config server served the request: " + lost.local_address() +
+                            ": this config server (cfg-b) is a standby and no leader is known: "
+                            "not elected yet; " +
+                            dead + ": Connection refused\n");
+
+  asio::post(ctx, [&] {
+    leader.stop();
+    standby.stop();
+    lost.stop();
+  });
+  thread.join();
+  CHECK(leader_backend.calls == std::vector<std::string>{"status"});
+  CHECK(standby_backend.calls == std::vector<std::string>{"status"});
+  CHECK(lost_backend.calls == std::vector<std::string>{"status"});
 }
 
 TEST_CASE("imctl: an unreachable or silent config server is reported, not waited for") {

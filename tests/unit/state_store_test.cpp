@@ -1,8 +1,6 @@
 // The config server's state file: the table history and the pending automatic purges (issue 13)
 // are written together and read back after a restart; a state file from before the pending purges
 // still loads.
-#include "config_server/state_store.h"
-
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -12,6 +10,8 @@
 #include <string>
 
 #include "common/options.h"
+#include "config_server/file_state_store.h"
+#include "tests/sample_tables.h"
 #include "tests/temp_dir.h"
 
 using namespace imhash;
@@ -23,17 +23,6 @@ namespace {
 struct TempDir : test::TempDir {
   explicit TempDir(const char* name) : test::TempDir("state", name) {}
 };
-
-Table ring(uint64_t version, std::vector<std::string> names) {
-  Table t;
-  t.version = version;
-  t.mode = RoutingMode::kRing;
-  uint16_t port = 7001;
-  for (const std::string& n : names) {
-    t.servers.push_back({n, "127.0.0.1:" + std::to_string(port++), 4, 1});
-  }
-  return t;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -54,14 +43,14 @@ TEST_CASE("state_store: pending purges are written with the table and read back"
   const std::vector<PendingPurge> first{{"hash1", 2, 1764615094000, true},
                                         {"hash2", 2, 1764615094000, false}};
   {
-    StateStore store(dir.path);
+    FileStateStore store(dir.path);
     CHECK(store.pending_purges().empty());
-    REQUIRE(store.commit(ring(1, {"hash1", "hash2"}), "server added hash1 hash2", {}) == "");
-    REQUIRE(store.commit(ring(2, {"hash1", "hash2", "hash3"}), "server added hash3", first) == "");
+    REQUIRE(store.commit(test::ring_of(1, {"hash1", "hash2"}), "server added hash1 hash2", {}) == "");
+    REQUIRE(store.commit(test::ring_of(2, {"hash1", "hash2", "hash3"}), "server added hash3", first) == "");
     CHECK(store.pending_purges() == first);
   }
   {
-    StateStore store(dir.path);
+    FileStateStore store(dir.path);
     CHECK(store.version() == 2);
     CHECK(store.pending_purges() == first);
     // One was sent: rewritten alone, the table stays.
@@ -69,24 +58,24 @@ TEST_CASE("state_store: pending purges are written with the table and read back"
     CHECK(store.version() == 2);
   }
   {
-    StateStore store(dir.path);
+    FileStateStore store(dir.path);
     CHECK(store.version() == 2);
     CHECK(store.history().size() == 2);
     CHECK(store.pending_purges() == std::vector<PendingPurge>{first[1]});
     REQUIRE(store.set_pending_purges({}) == "");
   }
-  StateStore store(dir.path);
+  FileStateStore store(dir.path);
   CHECK(store.pending_purges().empty());
   CHECK(read_file(store.path()).find("\"pending_purges\":[]") != std::string::npos);
 }
 
 TEST_CASE("state_store: a failed commit changes neither the table nor the pending purges") {
   TempDir dir("badcommit");
-  StateStore store(dir.path);
+  FileStateStore store(dir.path);
   const std::vector<PendingPurge> pending{{"hash1", 1, 5, false}};
-  REQUIRE(store.commit(ring(1, {"hash1"}), "added", pending) == "");
+  REQUIRE(store.commit(test::ring_of(1, {"hash1"}), "added", pending) == "");
   // A version that does not grow by one is refused before anything is written.
-  CHECK(store.commit(ring(3, {"hash1"}), "skip", {}) != "");
+  CHECK(store.commit(test::ring_of(3, {"hash1"}), "skip", {}) != "");
   CHECK(store.version() == 1);
   CHECK(store.pending_purges() == pending);
 }
@@ -98,7 +87,7 @@ TEST_CASE("state_store: a state file without pending purges (before issue 13) lo
              R"({"format":1,"history":[{"time":1700000000,"change":"server added hash1",)"
              R"("table":{"version":1,"mode":"ring","servers":[{"name":"hash1",)"
              R"("address":"127.0.0.1:7001","shards":4}]}}]})");
-  StateStore store(dir.path);
+  FileStateStore store(dir.path);
   CHECK(store.version() == 1);
   CHECK(store.pending_purges().empty());
   // An entry without "streams" (written by hand) is one that does not stream.
@@ -107,7 +96,7 @@ TEST_CASE("state_store: a state file without pending purges (before issue 13) lo
              R"("table":{"version":1,"mode":"ring","servers":[{"name":"hash1",)"
              R"("address":"127.0.0.1:7001","shards":4}]}}],)"
              R"("pending_purges":[{"server":"hash1","version":1,"not_before_ms":7}]})");
-  StateStore again(dir.path);
+  FileStateStore again(dir.path);
   CHECK(again.pending_purges() == std::vector<PendingPurge>{{"hash1", 1, 7, false}});
 }
 
@@ -126,6 +115,6 @@ TEST_CASE("state_store: a malformed pending purge is refused at start-up") {
            R"("pending_purges":[{"server":"hash1","version":1,"not_before_ms":0,"streams":1}]})")}) {
     CAPTURE(bad);
     write_file(dir.path + "/state.json", history + bad);
-    CHECK_THROWS_AS(StateStore(dir.path), ConfigError);
+    CHECK_THROWS_AS(FileStateStore(dir.path), ConfigError);
   }
 }
