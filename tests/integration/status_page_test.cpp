@@ -51,6 +51,7 @@ TEST_CASE("status_page: Chromium shows the version, the nodes and each server's 
   CHECK(dom.find("<b id=\"version\">2</b>") != std::string::npos);
   CHECK(dom.find("<b id=\"mode\">range</b>") != std::string::npos);
   CHECK(dom.find("<b id=\"converged\">yes</b>") != std::string::npos);
+  CHECK(dom.find("<b id=\"control\">single; file ") != std::string::npos);
   for (const char* node : {"hash1", "hash2", "hash3", "login1"}) {
     CHECK_MESSAGE(
         dom.find(std::string("<td class=\"node-name\">") + node + "</td>") != std::string::npos,
