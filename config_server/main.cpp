@@ -179,7 +179,7 @@ int config_server_main(int argc, char** argv) {
     cb.elected = [&] {
       etcd_store->set_fence(leadership->fence());
       if (std::string err = service.lead(); !err.empty()) {
-        spdlog::error("config server {}: cannot lead: {}", self.name, err);
+        spdlog::error("config server {}: cannot lead: {}", leadership->self().name, err);
         asio::post(ctx, [&, err] { leadership->resign("cannot lead: " + err); });
       }
     };
