@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks that print figures (tests never assert times).
-# Usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas|swarm
+# Usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas|swarm|takeover
 #   hash  operations/s through one hash server on loopback with pipelining, beside redis-benchmark
 #         against a local redis-server in the same run; memory per record at the fill levels 2M,
 #         3.3M, 5M, 6.5M, 9M and 12M (IPv4, then IPv6; one hash server with 2 shards), and after a
@@ -35,6 +35,13 @@
 #         config server's CPU (% of one core), its RSS before the swarm and during, RSS per node,
 #         heartbeats handled per second, the heartbeat lag p50/p99/max (its /metrics histogram),
 #         and node_swarm's own CPU.
+#   takeover three config servers on a 3-member etcd on loopback (/usr/bin/etcd), two hash servers
+#         and one login server given all three, under a verified open-loop load (20k users,
+#         20000/s) for the whole run; BENCH_TAKEOVER_ROUNDS times the leader is killed with kill -9
+#         in the middle of an imctl assign, then once stopped with SIGTERM: from the kill, the time
+#         until a standby leads and until it shows every node up at its latest version; whether
+#         the change was acknowledged and is in the history; min/median/max against 2 x the lease
+#         TTL; the history's versions (each once); the load's failed lookups and verify result.
 # Environment: BENCH_SECONDS (default 5), BENCH_RECORDS (default 10000000), BENCH_ROUNDS (2),
 # BENCH_FILL_LEVELS (hash: default 2000000,3300000,5000000,6500000,9000000,12000000),
 # BENCH_BASE_BUILD (hash, storm: the "before" build for A/B), BENCH_STORM_USERS (12000000),
@@ -51,6 +58,10 @@
 # BENCH_REFILL_STREAM_RATE (replicas refill: the hash servers' --stream-rate; default: theirs),
 # BENCH_SWARM_NODES (swarm: default 10000), BENCH_SWARM_SECONDS (swarm: the whole run, default 60),
 # BENCH_SWARM_CONNECT_RATE (swarm: node_swarm's --connect-rate, links started per second, 2000),
+# BENCH_TAKEOVER_ROUNDS (takeover: kill -9 rounds, default 5), BENCH_TAKEOVER_TTL (takeover: the
+# config servers' --lease-ttl-s, default 3), BENCH_TAKEOVER_KILL_DELAYS_MS (takeover: ms between
+# the start of the imctl assign and the kill, one per round in turn, default "5 15 25 35 45"),
+# BENCH_TAKEOVER_LOAD_S (takeover: udp_sim's --duration bound; it is stopped after the last round),
 # BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
@@ -957,6 +968,472 @@ PY
   stop_all
 }
 
+# The control plane's takeover (docs/design.md §5, "Several config servers: the state in etcd"):
+# a 3-member etcd on loopback (/usr/bin/etcd), three config servers cfg0..cfg2 on it (lease TTL
+# BENCH_TAKEOVER_TTL, heartbeat 1000 ms, range mode), two hash servers and one login server given
+# all three, and a verified open-loop load through the whole run. Each round finds the leader,
+# starts an `imctl assign` of 2000 of the load's users to the other hash server and kills the
+# leader with kill -9 a few ms later (BENCH_TAKEOVER_KILL_DELAYS_MS, one a round, in turn), in the
+# middle of the change; the last round stops it with SIGTERM instead (the lease is revoked). From
+# the kill: until a survivor answers GET /v1/status as the leader (takeover), and until it shows
+# every node up at its latest version (nodes back); whether the change was acknowledged and
+# whether it is in the history; then the killed one is started again on its addresses and must
+# show as a standby. At the end: the history's versions (each once, none missing) and the load's
+# summary. Logs in $work/takeover (etcd's data directories are removed at exit).
+T_PY=""
+takeover_py() {
+  T_PY="$1/takeover.py"
+  cat >"$T_PY" <<'PY'
+import json, statistics, sys, time, urllib.error, urllib.request
+
+# Loopback only: no proxy from the environment.
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+def get(addr, path="/v1/status", timeout=0.5):
+    """(HTTP status or 0 when unreachable, the JSON body or None)"""
+    try:
+        with opener.open(f"http://{addr}{path}", timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read())
+        except Exception:
+            return e.code, None
+    except Exception:
+        return 0, None
+
+def plane(body):
+    return (body or {}).get("control_plane") or {}
+
+def poll(check, deadline_s, every=0.05):
+    """Calls check() every `every` s until it returns something; prints it with the time it was seen."""
+    end = time.time() + deadline_s
+    while time.time() < end:
+        t0 = time.time()
+        got = check()
+        if got is not None:
+            print(f"{time.time():.6f} {got}")
+            return 0
+        time.sleep(max(0.0, every - (time.time() - t0)))
+    print("timeout")
+    return 1
+
+def leader(addrs, skip, settled):
+    """The index of the first address answering 200 as the leader (and, with settled, no longer
+    refusing changes: no control_plane.settling_ms)."""
+    def check():
+        for i, a in enumerate(addrs):
+            if i == skip:
+                continue
+            code, body = get(a)
+            p = plane(body)
+            if code == 200 and p.get("role") == "leader" and not (settled and "settling_ms" in p):
+                return i
+        return None
+    return check
+
+def nodes_back(addr, hashes, logins):
+    """The version once addr leads and shows `hashes` hash and `logins` login servers up, every
+    node at its version, converged."""
+    def check():
+        code, body = get(addr)
+        if code != 200 or plane(body).get("role") != "leader" or body.get("converged") is not True:
+            return None
+        v, nodes = body.get("version"), body.get("nodes", [])
+        up = lambda role: sum(1 for n in nodes if n.get("role") == role and n.get("state") == "up"
+                              and n.get("version") == v)
+        if len(nodes) == hashes + logins and up("hash") == hashes and up("login") == logins:
+            return v
+        return None
+    return check
+
+def standby(addr, name):
+    def check():
+        code, body = get(addr)
+        p = plane(body)
+        if code == 200 and any(s.get("name") == name for s in p.get("standbys") or []):
+            return name
+        return None
+    return check
+
+def history_changes(path, change, after):
+    """The versions after `after` whose change is `change`, comma-separated (or '-')."""
+    h = json.load(open(path)).get("versions", [])
+    got = sorted(e["version"] for e in h if e.get("change") == change and e["version"] > after)
+    print(",".join(map(str, got)) or "-")
+
+def report(rounds_path, history_path, status_path, sim_path, ttl_s):
+    rows = [l.split("\t") for l in open(rounds_path).read().splitlines() if l]
+    # round, signal, delay, takeover_ms, nodes_ms, acked_version, in_history, change
+    ttl_ms = float(ttl_s) * 1000
+    def fig(kind):
+        return [float(r[3]) for r in rows if r[1] == kind and r[3] != "-"]
+    k, t = fig("KILL"), fig("TERM")
+    if k:
+        print(f"takeover after kill -9: min {min(k):.0f} ms  median {statistics.median(k):.0f} ms"
+              f"  max {max(k):.0f} ms  ({len(k)} rounds; TTL {ttl_ms:.0f} ms: TTL x 1.25"
+              f" {1.25 * ttl_ms:.0f} ms, 2 x TTL {2 * ttl_ms:.0f} ms; max / 2 x TTL"
+              f" {max(k) / (2 * ttl_ms):.2f})")
+        slow = [r[0] for r in rows if r[1] == "KILL" and r[3] != "-" and float(r[3]) > 1.25 * ttl_ms + 250]
+        if slow:
+            print(f"   slower than TTL x 1.25 + 250 ms in round(s) {', '.join(slow)}")
+    if t:
+        print(f"takeover after SIGTERM: {', '.join(f'{x:.0f}' for x in t)} ms"
+              f"  ({max(t) / (2 * ttl_ms):.2f} of 2 x TTL)")
+    nb = [float(r[4]) for r in rows if r[4] != "-"]
+    if nb:
+        print(f"nodes back (from the kill): min {min(nb):.0f} ms  median {statistics.median(nb):.0f} ms"
+              f"  max {max(nb):.0f} ms")
+    acked = [r for r in rows if r[5] != "-"]
+    lost = [r for r in acked if r[5] not in r[6].split(",")]
+    twice = [r for r in rows if len(r[6].split(",")) > 1]
+    unacked_made = [r for r in rows if r[5] == "-" and r[6] != "-"]
+    print(f"changes in flight: {len(rows)}, acknowledged {len(acked)} (lost: {len(lost)}),"
+          f" not acknowledged but made {len(unacked_made)}, made twice {len(twice)}")
+    for r in lost:
+        print(f"   LOST: round {r[0]}: {r[7]} acknowledged as version {r[5]}, history has it at {r[6]}")
+    # Versions: 1..latest, each once.
+    hist = [e["version"] for e in json.load(open(history_path)).get("versions", [])]
+    latest = json.load(open(status_path)).get("version")
+    seen = {}
+    for v in hist:
+        seen[v] = seen.get(v, 0) + 1
+    top = max(hist) if hist else 0
+    dup = sorted(v for v, n in seen.items() if n > 1)
+    missing = sorted(set(range(1, top + 1)) - set(seen))
+    if hist and not dup and not missing and top == latest and len(hist) == top:
+        print(f"versions: 1..{top}, each once")
+    else:
+        print(f"versions: ANOMALY: history lists {len(hist)} entries, highest {top}, status version"
+              f" {latest}; twice or more: {dup or 'none'}; missing: {missing or 'none'}")
+    try:
+        d = json.load(open(sim_path))
+    except Exception as e:
+        print(f"load: no summary from udp_sim ({e})")
+        return
+    def failed(o):
+        bad = {k: v for k, v in o["status"].items() if k not in ("OK", "NOT_FOUND") and v}
+        return sum(bad.values()) + o["no_reply"] + o["abandoned"], bad
+    lk = d["ops"]["LOOKUP"]
+    n, bad = failed(lk)
+    print(f"load (udp_sim, {d['elapsed_s']:.1f} s, {d['requests_per_s']:.0f} requests/s):"
+          f" requests {d['requests']}, status "
+          + ", ".join(f"{k} {v}" for k, v in d["status"].items() if v))
+    print(f"lookups failed: {n}  (of {lk['requests']} sent; statuses other than OK/NOT_FOUND:"
+          f" {', '.join(f'{k} {v}' for k, v in bad.items()) or 'none'}; no reply after"
+          f" {d['retries'] + 1} tries {lk['no_reply']}; unanswered at the end {lk['abandoned']};"
+          f" re-sent tries {lk['retries']})")
+    by_op = []
+    for op, o in d["ops"].items():
+        c, b = failed(o)
+        if c:
+            by_op.append(f"{op} {c}")
+    print(f"requests failed: {failed(d)[0]} ({', '.join(by_op) or 'none'})")
+    v = d["verify"]
+    print(f"verify: {v['result']}  verify_failed {v['verify_failed']}  verified_ok {v['verified_ok']}"
+          f"  unjudged {v['unjudged']}")
+    for f in v["failures"][:5]:
+        print(f"   failure: user {f['user']} {f['op']}: expected {f['expected']}, got {f['got']}")
+    lat = d["latency_us"]
+    print(f"latency: max {lat['max']} us (lookups {lk['latency_us']['max']} us)  p99 {lat['p99']} us"
+          f"  p999 {lat['p999']} us")
+
+cmd, args = sys.argv[1], sys.argv[2:]
+if cmd == "leader":      # ADDRS SKIP SETTLED DEADLINE
+    sys.exit(poll(leader(args[0].split(","), int(args[1]), args[2] == "1"), float(args[3])))
+elif cmd == "nodes":     # ADDR HASHES LOGINS DEADLINE
+    sys.exit(poll(nodes_back(args[0], int(args[1]), int(args[2])), float(args[3])))
+elif cmd == "standby":   # ADDR NAME DEADLINE
+    sys.exit(poll(standby(args[0], args[1]), float(args[2])))
+elif cmd == "history":   # FILE CHANGE AFTER
+    history_changes(args[0], args[1], int(args[2]))
+elif cmd == "report":
+    report(*args)
+PY
+}
+
+# takeover_ports N: N distinct TCP ports in 10000-30000 with no socket on them now (below the
+# ephemeral range, so that nothing binding port 0 takes one); etcd cannot take port 0.
+takeover_ports() {
+  local n="$1" p got=()
+  for _ in $(seq 1 1000); do
+    ((${#got[@]} < n)) || break
+    p=$(shuf -i 10000-30000 -n 1)
+    [[ " ${got[*]} " == *" $p "* ]] && continue
+    ss -Htan "sport = :$p" | grep -q . && continue
+    got+=("$p")
+  done
+  ((${#got[@]} == n)) || return 1
+  echo "${got[@]}"
+}
+
+# takeover_stop SIGNAL PID...: signals them (0: none, they are already told), waits (5 s each at most, then SIGKILL), reaps them
+# and drops them from STARTED_PIDS.
+takeover_stop() {
+  local sig="$1" pid
+  shift
+  for pid in "$@"; do kill "-$sig" "$pid" 2>/dev/null || true; done
+  for pid in "$@"; do
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    { kill -KILL "$pid" && echo "bench.sh: takeover: $pid still running 5 s after SIG$sig: killed" >&2; } 2>/dev/null || true
+    { wait "$pid"; } 2>/dev/null || true
+  done
+  takeover_forget "$@"
+}
+
+# takeover_etcd DIR: three etcd members m0..m2 on loopback (data in DIR/etcd/mI, logs DIR/etcd/
+# mI.log), healthy within 30 s; fresh ports up to 3 times when one was taken meanwhile. Sets
+# T_ETCD (their client addresses, comma-separated) and T_ETCD_PIDS.
+takeover_etcd() {
+  local dir="$1/etcd" attempt i v ports=() cluster client peer healthy failed
+  local clean_env=(env)  # etcd reads flags from ETCD_* variables too
+  for v in $(compgen -e); do [[ $v == ETCD_* ]] && clean_env+=(-u "$v"); done
+  mkdir -p "$dir"
+  for attempt in 1 2 3; do
+    read -r -a ports <<<"$(takeover_ports 6)"
+    cluster="" T_ETCD="" T_ETCD_PIDS=()
+    for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[2 * i + 1]}"; done
+    for i in 0 1 2; do
+      client="http://127.0.0.1:${ports[2 * i]}" peer="http://127.0.0.1:${ports[2 * i + 1]}"
+      rm -rf "$dir/m$i"
+      echo "=== bench.sh takeover: m$i, attempt $attempt: client $client, peer $peer" >>"$dir/m$i.log"
+      "${clean_env[@]}" /usr/bin/etcd --name "m$i" --data-dir "$dir/m$i" \
+        --listen-client-urls "$client" --advertise-client-urls "$client" \
+        --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+        --initial-cluster "$cluster" --initial-cluster-token "imhash-bench-$$-$attempt" \
+        --initial-cluster-state new --heartbeat-interval 100 --election-timeout 1000 \
+        --pre-vote=true --logger zap --log-outputs stderr </dev/null >>"$dir/m$i.log" 2>&1 &
+      T_ETCD_PIDS+=($!)
+      STARTED_PIDS+=($!)
+      T_ETCD+="${T_ETCD:+,}127.0.0.1:${ports[2 * i]}"
+    done
+    healthy=0 failed=""
+    for _ in $(seq 1 300); do
+      healthy=0
+      for i in 0 1 2; do
+        kill -0 "${T_ETCD_PIDS[i]}" 2>/dev/null || failed+=" m$i exited"
+        curl -s --noproxy '*' -m 1 "http://127.0.0.1:${ports[2 * i]}/health" 2>/dev/null |
+          grep -q '"health":"true"' && healthy=$((healthy + 1))
+      done
+      [[ -n "$failed" || $healthy == 3 ]] && break
+      sleep 0.1
+    done
+    [[ -z "$failed" && $healthy == 3 ]] && return 0
+    takeover_stop KILL "${T_ETCD_PIDS[@]}"
+    grep -q "address already in use" "$dir"/m[0-2].log || break
+  done
+  echo "bench.sh: takeover: etcd not healthy within 30 s:${failed:- $healthy of 3 healthy} (logs $dir/mI.log)" >&2
+  tail -n 5 "$dir"/m[0-2].log >&2
+  return 1
+}
+
+# takeover_cfg I LISTEN ADMIN LOG: config server cfgI on the etcd store, its node listener on
+# LISTEN and admin API on ADMIN (127.0.0.1:0 the first time, then its old addresses), stdout and
+# stderr in T_DIR/LOG.out and .log; waits for its two "listening on" lines (10 s at most). Sets
+# T_CFG_PID[I], T_NODE[I], T_ADMIN[I].
+takeover_cfg() {
+  local i="$1" listen="$2" admin="$3" log="$T_DIR/$4" pid
+  : >"$log.out"
+  "$IMHASH_BUILD/config_server/config_server" --store "etcd://$T_ETCD/bench" --name "cfg$i" \
+    --lease-ttl-s "$T_TTL" --listen "$listen" --admin "$admin" --heartbeat-ms 1000 \
+    --initial-mode range >"$log.out" 2>"$log.log" &
+  pid=$!
+  STARTED_PIDS+=("$pid")
+  for _ in $(seq 1 200); do
+    [[ $(grep -c '^listening on' "$log.out") -ge 2 ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [[ $(grep -c '^listening on' "$log.out") -lt 2 ]]; then
+    echo "bench.sh: takeover: cfg$i did not start on $listen / $admin ($log.log):" >&2
+    tail -n 5 "$log.log" >&2
+    takeover_stop KILL "$pid"
+    return 1
+  fi
+  T_CFG_PID[i]=$pid
+  T_NODE[i]=$(sed -n '1s/^listening on //p' "$log.out")
+  T_ADMIN[i]=$(sed -n '2s/^listening on //p' "$log.out")
+}
+
+# takeover_change ARGS...: `imctl ARGS` until it is done, 20 s at most: a new leader refuses
+# changes for its first few seconds (503, "has just taken over and waits"), and none is elected
+# for a moment at the start.
+takeover_change() {
+  local deadline=$((SECONDS + 20)) rc
+  while :; do
+    rc=0
+    takeover_imctl "$@" >"$T_DIR/change.out" 2>"$T_DIR/change.err" || rc=$?
+    ((rc == 0)) && return 0
+    if ((SECONDS >= deadline)) || ! grep -q 'just taken over\|standby\|cannot reach' "$T_DIR/change.err"; then
+      echo "bench.sh: takeover: imctl $* failed (exit $rc): $(head -c 400 "$T_DIR/change.err")" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+takeover_admins() { local IFS=,; echo "${T_ADMIN[*]}"; }
+# imctl given every config server's admin address as they are now (it follows the leader).
+takeover_imctl() { "$IMHASH_BUILD/config_server/imctl" --admin "$(takeover_admins)" "$@"; }
+# takeover_forget PID...: drops processes already reaped from STARTED_PIDS.
+takeover_forget() {
+  local p keep=()
+  for p in "${STARTED_PIDS[@]}"; do [[ " $* " == *" $p "* ]] || keep+=("$p"); done
+  STARTED_PIDS=("${keep[@]}")
+}
+takeover_ms() { echo "($1 - $2) * 1000" | bc -l | xargs printf "%.0f"; }
+
+# takeover_round R SIGNAL DELAY_MS: one round (above); prints its line and appends its figures to
+# T_DIR/rounds.tsv.
+takeover_round() {
+  local r="$1" sig="$2" delay="$3" out li ni lo hi owner target before t_kill t_lead t_nodes
+  out=$(python3 "$T_PY" leader "$(takeover_admins)" -1 1 30) ||
+    { echo "bench.sh: takeover: round $r: no leader taking changes within 30 s" >&2; return 1; }
+  li=${out#* }
+  # 2000 of the load's users (1..20000), a fresh block each round, to the hash server that does
+  # not own the first of them.
+  lo=$(( ((r - 1) % 10) * 2000 + 1 )) hi=$(( ((r - 1) % 10 + 1) * 2000 ))
+  takeover_imctl --json where "$lo" >"$T_DIR/where.json"
+  owner=$(json_field 'd["server"]' <"$T_DIR/where.json")
+  before=$(json_field 'd["version"]' <"$T_DIR/where.json")
+  if [[ $owner == hash1 ]]; then target=hash2; else target=hash1; fi
+  local change="assign $lo-$hi to $target" rd="$T_DIR/round$r" admins="${T_ADMIN[li]}" i
+  for i in 0 1 2; do [[ $i == "$li" ]] || admins+=",${T_ADMIN[i]}"; done
+  mkdir -p "$rd"
+  # The change goes to the leader first (then, as imctl does, to the others); the kill DELAY ms
+  # after imctl started, timed with bash's own clock (a busy wait: no process started between).
+  local t_start=${EPOCHREALTIME/./}
+  "$IMHASH_BUILD/config_server/imctl" --admin "$admins" --timeout-ms 2000 --json \
+    assign "$lo-$hi" "$target" >"$rd/assign.out" 2>"$rd/assign.err" &
+  local apid=$!
+  STARTED_PIDS+=("$apid")
+  while ((${EPOCHREALTIME/./} < t_start + delay * 1000)); do :; done
+  kill "-$sig" "${T_CFG_PID[li]}"
+  t_kill=$EPOCHREALTIME
+  delay=$(( (${t_kill/./} - t_start) / 1000 ))
+  if [[ $sig == KILL ]]; then
+    { wait "${T_CFG_PID[li]}"; } 2>/dev/null || true
+    takeover_forget "${T_CFG_PID[li]}"
+  fi
+  local takeover="-" nodes="-" acked="-" standby_ms="-"
+  if out=$(python3 "$T_PY" leader "$(takeover_admins)" "$li" 0 30); then
+    t_lead=${out% *} ni=${out#* }
+    takeover=$(takeover_ms "$t_lead" "$t_kill")
+  else
+    echo "bench.sh: takeover: round $r: no config server led within 30 s of the kill of cfg$li" >&2
+    return 1
+  fi
+  if out=$(python3 "$T_PY" nodes "${T_ADMIN[ni]}" 2 1 60); then
+    t_nodes=${out% *}
+    nodes=$(takeover_ms "$t_nodes" "$t_kill")
+  fi
+  # The change's answer (imctl: 2 s per exchange, each address once), then the old leader gone.
+  local arc=0
+  wait "$apid" 2>/dev/null || arc=$?
+  takeover_forget "$apid"
+  [[ $sig == TERM ]] && takeover_stop 0 "${T_CFG_PID[li]}"
+  if ((arc == 0)); then acked=$(json_field 'd["version"]' <"$rd/assign.out"); fi
+  takeover_imctl --json history --limit 1000 >"$rd/history.json"
+  local made
+  made=$(python3 "$T_PY" history "$rd/history.json" "$change" "$before")
+  # The old leader back on its addresses (or new ones, if another program took them), as a standby.
+  local t_restart
+  t_restart=$EPOCHREALTIME
+  takeover_cfg "$li" "${T_NODE[li]}" "${T_ADMIN[li]}" "cfg$li-round$r" ||
+    takeover_cfg "$li" 127.0.0.1:0 127.0.0.1:0 "cfg$li-round$r-new"
+  if out=$(python3 "$T_PY" standby "${T_ADMIN[ni]}" "cfg$li" 30); then
+    standby_ms=$(takeover_ms "${out% *}" "$t_restart")
+  fi
+  local answer
+  if ((arc == 0)); then
+    answer="acknowledged (version $acked)"
+  else
+    # imctl's sentence says what each address answered: the leader's (the first) is the news.
+    local why
+    why=$(sed -n 's/^imctl: no config server served the request: [0-9.]*:[0-9]*: \([^;]*\);.*/the leader: \1/p' "$rd/assign.err")
+    answer="not acknowledged (imctl exit $arc: ${why:-$(head -n 1 "$rd/assign.err" | cut -c 1-160)})"
+  fi
+  local label="kill -9"
+  [[ $sig == TERM ]] && label="SIGTERM"
+  printf "round %d  %-7s cfg%d %3d ms after the start of imctl \"%s\" (at version %s): takeover %5s ms (cfg%d), nodes back %5s ms;\n" \
+    "$r" "$label" "$li" "$delay" "$change" "$before" "$takeover" "$ni" "$nodes"
+  printf "         change %s, in the history: %s; cfg%d a standby again %s ms after its restart\n" \
+    "$answer" "$([[ $made == - ]] && echo no || echo "yes (version $made)")" "$li" "$standby_ms"
+  printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$r" "$sig" "$delay" "$takeover" "$nodes" "$acked" "$made" \
+    "$change" >>"$T_DIR/rounds.tsv"
+}
+
+bench_takeover() {
+  build_release --bench -DIMHASH_WERROR=ON
+  host_note
+  [[ -x /usr/bin/etcd ]] || { echo "bench.sh: takeover needs /usr/bin/etcd (etcd-server)" >&2; return 1; }
+  T_DIR="$work/takeover" T_TTL="${BENCH_TAKEOVER_TTL:-3}"
+  local rounds="${BENCH_TAKEOVER_ROUNDS:-5}" delays=()
+  read -r -a delays <<<"${BENCH_TAKEOVER_KILL_DELAYS_MS:-5 15 25 35 45}"
+  mkdir -p "$T_DIR"
+  : >"$T_DIR/rounds.tsv"
+  trap 'stop_all; rm -rf "$T_DIR"/etcd/m[0-2]; restore_host' EXIT
+  takeover_py "$T_DIR"
+  takeover_etcd "$T_DIR"
+  T_CFG_PID=() T_NODE=() T_ADMIN=()
+  local i
+  for i in 0 1 2; do takeover_cfg "$i" 127.0.0.1:0 127.0.0.1:0 "cfg$i"; done
+  local nodes
+  nodes=$(IFS=,; echo "${T_NODE[*]}")
+  python3 "$T_PY" leader "$(takeover_admins)" -1 0 30 >/dev/null ||
+    { echo "bench.sh: takeover: no config server leads 30 s after the start ($T_DIR/cfgI.log)" >&2; return 1; }
+  local others=()
+  for i in 1 2; do
+    start_daemon "hash$i" "$T_DIR" "$IMHASH_BUILD/hash_server/hash_server" --listen 127.0.0.1:0 \
+      --name "hash$i" --shards 1 --config "$nodes" --log-level warn
+    others+=("$DAEMON_PID")
+    wait_registered "$(takeover_admins)" "hash$i" || true
+  done
+  takeover_change server add hash1 hash2
+  start_daemon login "$T_DIR" "$IMHASH_BUILD/login_server/login_server" --udp 127.0.0.1:0 \
+    --config "$nodes" --threads 1 --rate-limit 0 --log-level warn
+  others+=("$DAEMON_PID")
+  local target=$LISTEN_ADDR lead
+  lead=$(python3 "$T_PY" leader "$(takeover_admins)" -1 0 10) &&
+    python3 "$T_PY" nodes "${T_ADMIN[${lead#* }]}" 2 1 30 >/dev/null ||
+    { echo "bench.sh: takeover: the nodes did not converge within 30 s" >&2; return 1; }
+  # The load outlasts every round (one takes well under 60 s) and is stopped after the last.
+  local load_s="${BENCH_TAKEOVER_LOAD_S:-$(( (rounds + 1) * 60 + 30 ))}"
+  echo "== takeover: 3 config servers on a 3-member etcd (loopback), lease TTL ${T_TTL} s, heartbeat 1000 ms;"
+  echo "   2 hash servers (1 shard each) and 1 login server given all three; udp_sim --users 20000"
+  echo "   --rate 20000 --verify --timeout-ms 1000 throughout; $rounds rounds of kill -9 and one of"
+  echo "   SIGTERM, each in the middle of an imctl assign; times from the kill (polled every 50 ms)"
+  "$IMHASH_BUILD/tools/udp_sim/udp_sim" --target "$target" --users 20000 --rate 20000 --verify \
+    --timeout-ms 1000 --duration "$load_s" --json >"$T_DIR/udp_sim.json" 2>"$T_DIR/udp_sim.progress" &
+  local sim_pid=$!
+  STARTED_PIDS+=("$sim_pid")
+  sleep 3  # the users' LOGINs (one second of the load), then steady
+  local r
+  for r in $(seq 1 "$rounds"); do
+    takeover_round "$r" KILL "${delays[(r - 1) % ${#delays[@]}]}"
+  done
+  takeover_round "$((rounds + 1))" TERM "${delays[0]}"
+  sleep 2
+  # The load's end: its first SIGTERM ends the load and waits for late replies (udp_sim bounds it).
+  kill -TERM "$sim_pid" 2>/dev/null || true
+  for _ in $(seq 1 200); do kill -0 "$sim_pid" 2>/dev/null || break; sleep 0.1; done
+  takeover_stop TERM "$sim_pid"
+  takeover_imctl --json history --limit 1000 >"$T_DIR/history.json"
+  takeover_imctl --json status >"$T_DIR/status.json"
+  python3 "$T_PY" report "$T_DIR/rounds.tsv" "$T_DIR/history.json" "$T_DIR/status.json" \
+    "$T_DIR/udp_sim.json" "$T_TTL"
+  echo "   logs: $T_DIR"
+  # The nodes and config servers before etcd, so that the config servers give up their leases;
+  # etcd's members may take more than stop_all's 5 s to stop together.
+  takeover_stop TERM "${others[@]}"
+  takeover_stop TERM "${T_CFG_PID[@]}"
+  kill -TERM "${T_ETCD_PIDS[@]}" 2>/dev/null || true
+  for _ in $(seq 1 200); do kill -0 "${T_ETCD_PIDS[@]}" 2>/dev/null || break; sleep 0.05; done
+  { kill -KILL "${T_ETCD_PIDS[@]}"; wait "${T_ETCD_PIDS[@]}"; } 2>/dev/null || true
+  takeover_forget "${T_ETCD_PIDS[@]}"
+  stop_all
+}
+
 declare -a imhash_set imhash_get redis_set redis_get
 rport=""
 case "${1:-}" in
@@ -967,5 +1444,6 @@ case "${1:-}" in
   storm) bench_storm ;;
   replicas) bench_replicas ;;
   swarm) bench_swarm ;;
-  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas|swarm" >&2; exit 64 ;;
+  takeover) bench_takeover ;;
+  *) echo "usage: scripts/bench.sh hash|e2e|purge|stream|storm|replicas|swarm|takeover" >&2; exit 64 ;;
 esac
