@@ -13,7 +13,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "common/table_text.h"
@@ -242,14 +241,20 @@ TEST_CASE("admin_http: healthz answers without the backend") {
 TEST_CASE("admin_http: a standby answers every request but healthz itself, before the backend") {
   FakeBackend b;
   b.standby = AdminResult::error(503, "this config server (cfg1) is a standby; the leader is cfg0");
-  for (const auto& [method, target, body] : std::vector<std::tuple<verb, std::string, std::string>>{
-           {verb::get, "/v1/status", ""},
-           {verb::get, "/v1/history?limit=5", ""},
-           {verb::get, "/v1/where/7", ""},
-           {verb::post, "/v1/assign", R"({"lo": 1, "hi": 2, "server": "hash1"})"},
-           {verb::post, "/v1/servers/hash1/drain", ""}}) {
-    CAPTURE(target);
-    const AdminResult r = call(b, method, target, body);
+  // A struct, not a tuple: clang 14 cannot capture structured bindings (CAPTURE).
+  struct Request {
+    verb method;
+    std::string target;
+    std::string body;
+  };
+  for (const Request& q :
+       std::vector<Request>{{verb::get, "/v1/status", ""},
+                            {verb::get, "/v1/history?limit=5", ""},
+                            {verb::get, "/v1/where/7", ""},
+                            {verb::post, "/v1/assign", R"({"lo": 1, "hi": 2, "server": "hash1"})"},
+                            {verb::post, "/v1/servers/hash1/drain", ""}}) {
+    CAPTURE(q.target);
+    const AdminResult r = call(b, q.method, q.target, q.body);
     CHECK(r.status == 503);
     CHECK(error_of(r).find("standby") != std::string::npos);
   }
