@@ -109,6 +109,7 @@ std::string ConfigService::lead() {
       store_.version() == 0
           ? 0
           : monotonic_ns() + std::max<int64_t>(down_after_ns(), kSettleAfterTakeover.count());
+  holding_version_ = settle_until_ns_ != 0;
   spdlog::info("config server {}: serving version {} from {}", name_, store_.version(),
                store_.describe());
   return {};
@@ -266,12 +267,17 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     n.purges.clear();
     spdlog::info("{} {} at {} (pid {}, version {}){}", was_up ? "re-registered" : "registered", key,
                  n.address, n.pid, n.version, was_up ? "" : ": up");
-    session.send(
-        control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()), store_.version()});
+    if (holding_version_ && router_ && reg->version == router_->version()) {
+      release_held_version("a node registered with it");
+    }
+    // The version it is to run: while one is held back (holds_push), the one it has, so that a
+    // starting login server does not wait for a table that is not coming yet.
+    const uint64_t serving = holds_push(n) ? n.version : store_.version();
+    session.send(control::Welcome{static_cast<uint32_t>(settings_.heartbeat.count()), serving});
     on_rejoin(n);
     // A node that says it runs a newer version than any pushed gets no push (nodes ignore older
     // tables); it shows at version 0, lagging once the DOWN window has passed.
-    if (router_ && reg->version < router_->version()) push(n);
+    if (router_ && reg->version < router_->version() && !holds_push(n)) push(n);
     if (n.role == "hash") maybe_refill(n, reg->fresh, reg->filling);
     return;
   }
@@ -314,7 +320,10 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     update_rate(n, now);
     // A node behind the current version missed a push (or asks for the table after a MOVED):
     // push again, at most once per heartbeat interval.
-    if (router_ && hb->version < router_->version() &&
+    if (holding_version_ && router_ && hb->version == router_->version()) {
+      release_held_version("a node runs it");
+    }
+    if (router_ && hb->version < router_->version() && !holds_push(n) &&
         now - n.last_push_ns > std::chrono::nanoseconds(settings_.heartbeat).count()) {
       push(n);
     }
@@ -513,6 +522,24 @@ const std::vector<uint8_t>& ConfigService::encoded_push() {
   return push_bytes_;
 }
 
+bool ConfigService::holds_push(const Node& n) const {
+  return holding_version_ && router_ && n.version > 0 && n.version < router_->version();
+}
+
+void ConfigService::release_held_version(const char* why) {
+  holding_version_ = false;
+  if (!router_) return;
+  size_t pushed = 0;
+  for (auto& [key, n] : nodes_) {
+    if (n.up && n.version < router_->version()) {
+      push(n);
+      ++pushed;
+    }
+  }
+  spdlog::info("config server {}: version {} to every node now ({}): pushed to {}", name_,
+               router_->version(), why, pushed);
+}
+
 void ConfigService::push(Node& n) {
   if (!n.session || !router_) return;
   n.session->send_encoded(encoded_push());
@@ -545,11 +572,23 @@ void ConfigService::save_pending(const char* why) {
 }
 
 void ConfigService::tick() {
-  if (!leading_) return;
   const int64_t now = monotonic_ns();
+  // Ticks come every half interval; one a whole interval late means the loop stalled, and the
+  // heartbeats that arrived meanwhile are still unread in the sockets.
+  const int64_t interval = std::chrono::nanoseconds(settings_.heartbeat).count();
+  const int64_t since_last = now - last_tick_ns_;
+  const bool stalled = last_tick_ns_ != 0 && since_last > interval + interval / 2;
+  last_tick_ns_ = now;
+  if (!leading_) return;
+  if (holding_version_ && settling_ns() == 0) release_held_version("the settle window ended");
+  if (stalled) {
+    spdlog::warn("config server {}: its loop stalled for {} ms: missed heartbeats count from now",
+                 name_, since_last / 1'000'000);
+    listening_since_ns_ = now;
+  }
   const int64_t down_after = down_after_ns();
   for (auto& [key, n] : nodes_) {
-    if (n.up && now - n.last_heard_ns > down_after) {
+    if (n.up && now - std::max(n.last_heard_ns, listening_since_ns_) > down_after) {
       n.up = false;
       spdlog::warn("{} is DOWN: {} heartbeats missed", key, settings_.missed_heartbeats_down);
       if (n.role == "hash") {

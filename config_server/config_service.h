@@ -186,6 +186,14 @@ class ConfigService final : public AdminBackend {
   // register with this leader (0: they do not).
   int64_t settling_ns() const;
   static constexpr std::chrono::nanoseconds kSettleAfterTakeover = std::chrono::milliseconds(2500);
+  // After a takeover, the version found in the store may have reached no node (the dying leader
+  // committed it and was killed before pushing it). Pushed to each node as it registers, it would
+  // reach them up to a back-off apart, and a hash server on it would answer MOVED to login servers
+  // still on the one before. So while settling, a node that runs an older table keeps it, until
+  // the settle window ends or some node shows the version is out already; then it goes to every
+  // node at once, as a table change does. A node with no table gets it at once.
+  bool holds_push(const Node& n) const;
+  void release_held_version(const char* why);
   // The registration is refused because `key` is held by a live link ("" if it may go ahead).
   std::string name_held(const std::string& key, const NodeSession& session) const;
   // Sends a purge with a fresh id and returns the id (0 if the node is not connected).
@@ -263,8 +271,13 @@ class ConfigService final : public AdminBackend {
   std::string name_;
   ControlPlaneHooks hooks_;
   bool leading_ = true;
-  std::string standby_why_;      // why it does not lead (as a standby)
-  int64_t settle_until_ns_ = 0;  // settling_ns()
+  std::string standby_why_;       // why it does not lead (as a standby)
+  int64_t settle_until_ns_ = 0;   // settling_ns()
+  bool holding_version_ = false;  // holds_push()
+  // Heartbeats are counted as missed only while this config server was reading them: after a
+  // turn of its loop that stalled (a slow store write), each node's window starts again.
+  int64_t last_tick_ns_ = 0;
+  int64_t listening_since_ns_ = 0;
   uint64_t store_writes_ = 0;
   uint64_t store_write_errors_ = 0;
   double store_last_ms_ = 0;

@@ -22,47 +22,9 @@
 #include <vector>
 
 #include "common/options.h"
+#include "config_server/etcd_codec.h"
 
 namespace imhash {
-
-struct EtcdKv {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-  int64_t version = 0;
-  int64_t lease = 0;
-};
-
-// One compare of a transaction: the key's create revision, mod revision or value equals the one
-// given (a key that does not exist has revisions 0).
-struct EtcdCompare {
-  enum class Target : uint8_t { kCreate, kMod, kValue };
-  std::string key;
-  Target target = Target::kMod;
-  int64_t revision = 0;  // kCreate, kMod
-  std::string value;     // kValue
-};
-
-// One operation of a transaction's branch.
-struct EtcdOp {
-  enum class Kind : uint8_t { kPut, kDelete, kRange };
-  Kind kind = Kind::kRange;
-  std::string key;
-  std::string value;    // kPut
-  int64_t lease = 0;    // kPut: attach to this lease (0: none)
-  bool prefix = false;  // kDelete, kRange: every key that starts with `key`
-};
-
-struct EtcdReply {
-  std::string error;       // "" on success; else one sentence naming the member(s) and what failed
-  bool succeeded = false;  // txn: the compares held (the success branch ran)
-  int64_t revision = 0;    // the store's revision after the request (header.revision)
-  std::vector<std::vector<EtcdKv>> ranges;  // range: one list; txn: one per range op, in order
-  int64_t lease_id = 0;                     // grant
-  int64_t ttl_s = 0;  // grant, keepalive (0 from keepalive: the lease is gone)
-  bool ok() const { return error.empty(); }
-};
 
 struct EtcdStats {
   uint64_t requests = 0;
@@ -76,11 +38,17 @@ class EtcdClient {
   // `endpoints`: the client addresses of the members ("HOST:PORT"), at least one.
   EtcdClient(std::vector<HostPort> endpoints, std::chrono::milliseconds timeout);
 
+  using Deadline = std::chrono::steady_clock::time_point;
+
   EtcdReply get(const std::string& key, bool prefix = false);
+  // `until`: no member is tried past it, and each waits at most until then (default: only the
+  // per-member timeout bounds the request).
   EtcdReply txn(const std::vector<EtcdCompare>& compare, const std::vector<EtcdOp>& success,
-                const std::vector<EtcdOp>& failure = {});
+                const std::vector<EtcdOp>& failure = {}, Deadline until = Deadline::max());
   EtcdReply grant(int64_t ttl_s);
-  EtcdReply keepalive(int64_t lease_id);
+  // `timeout`: per member, at most the client's (a keepalive is answered without a disk write, so
+  // it can be bounded tighter than a transaction).
+  EtcdReply keepalive(int64_t lease_id, std::chrono::milliseconds timeout);
   EtcdReply revoke(int64_t lease_id);
 
   const EtcdStats& stats() const { return stats_; }
@@ -89,15 +57,13 @@ class EtcdClient {
 
  private:
   // POSTs `body` to `path` on the members as described above; the parsed reply, or an error.
-  EtcdReply post(const char* path, const boost::json::value& body, boost::json::value& reply);
+  EtcdReply post(const char* path, const boost::json::value& body, boost::json::value& reply,
+                 std::chrono::milliseconds timeout, Deadline until = Deadline::max());
 
   std::vector<HostPort> endpoints_;
   std::chrono::milliseconds timeout_;
   size_t current_ = 0;  // the member that answered last
   EtcdStats stats_;
 };
-
-// The first key after every key that starts with `prefix` (etcd's range_end for a prefix).
-std::string etcd_prefix_end(const std::string& prefix);
 
 }  // namespace imhash

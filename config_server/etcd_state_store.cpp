@@ -3,12 +3,21 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <cstdio>
+#include <thread>
 
 #include "common/options.h"
 
 namespace json = boost::json;
 
 namespace imhash {
+
+namespace {
+
+// Between two sends of a write whose answer was lost: etcd elects a new leader in about its
+// election timeout (1 s by default).
+constexpr std::chrono::milliseconds kResendPause{100};
+
+}  // namespace
 
 EtcdKeys::EtcdKeys(const std::string& p)
     : prefix(p.ends_with('/') ? p : p + "/"),
@@ -80,6 +89,18 @@ std::string EtcdStateStore::reload() {
   return {};
 }
 
+// A resend failed its compare: was the first send applied? Yes if PREFIX/version holds the version
+// written and PREFIX/leader is still this config server's key (nobody else can have written since
+// it was created). A write that adds no version changes nothing the compares look at, so its
+// resend cannot fail for that reason.
+bool EtcdStateStore::applied_before(const std::vector<EtcdKv>& version,
+                                    const std::vector<EtcdKv>& leader,
+                                    const HistoryEntry* added) const {
+  return added && version.size() == 1 && leader.size() == 1 &&
+         leader.front().create_revision == fence_ &&
+         version.front().value == std::to_string(added->version);
+}
+
 std::string EtcdStateStore::persist(const std::deque<HistoryEntry>& /*history*/,
                                     const HistoryEntry* added, const std::vector<uint64_t>& dropped,
                                     const std::vector<PendingPurge>& pending) {
@@ -101,16 +122,33 @@ std::string EtcdStateStore::persist(const std::deque<HistoryEntry>& /*history*/,
   }
   ops.push_back(
       {EtcdOp::Kind::kPut, keys_.pending, json::serialize(pending_json(pending)), 0, false});
-  const EtcdReply r = etcd_.txn(compare, ops);
+  // On a failed compare, what the compares looked at: to tell a resend of an applied write from
+  // a deposed writer.
+  const std::vector<EtcdOp> look{{EtcdOp::Kind::kRange, keys_.version, {}, 0, false},
+                                 {EtcdOp::Kind::kRange, keys_.leader, {}, 0, false}};
+  // With no retries, one send bounded by the client's timeout alone.
+  const auto deadline = retry_for_.count() > 0 ? std::chrono::steady_clock::now() + retry_for_
+                                               : EtcdClient::Deadline::max();
   std::string lost;
-  if (!r.ok()) {
+  for (bool resent = false;; resent = true) {
+    const EtcdReply r = etcd_.txn(compare, ops, look, deadline);
+    if (r.ok() && r.succeeded) {
+      if (added) version_revision_ = r.revision;
+      return {};
+    }
+    if (r.ok()) {
+      if (resent && r.ranges.size() == 2 && applied_before(r.ranges[0], r.ranges[1], added)) {
+        version_revision_ = r.ranges[0].front().mod_revision;
+        return {};
+      }
+      lost = "the store changed under this config server: another config server leads now";
+      break;
+    }
+    if (r.refused) return "the store refused the change: " + r.error;  // not applied
     lost =
         "the store did not answer (" + r.error + "): the change may or may not have been written";
-  } else if (!r.succeeded) {
-    lost = "the store changed under this config server: another config server leads now";
-  } else {
-    if (added) version_revision_ = r.revision;
-    return {};
+    if (retry_for_.count() == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(kResendPause);
   }
   doubt_ = lost + "; this config server writes nothing more until it has read the store again";
   if (on_lost) on_lost(lost);

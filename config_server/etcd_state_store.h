@@ -8,13 +8,18 @@
 // Every write is one transaction that succeeds only if PREFIX/version is still as this store last
 // read or wrote it and PREFIX/leader is still the key this config server created when it won the
 // election (the fence). So two config servers can never issue the same version: a deposed leader's
-// write fails its compare. A write that fails so, or whose answer was lost (etcd unreachable: it
-// may or may not have been applied), makes the store refuse further writes and calls `on_lost`:
-// the config server steps down and whoever leads next starts from what etcd holds.
+// write fails its compare. A write whose answer was lost (no member answered: etcd electing a new
+// leader after losing one, or unreachable) is sent again until `retry_for` has passed; the compare
+// makes that safe, and when a resend fails its compare the store reads whether the version key
+// holds what it wrote under its own leader key (the first send was applied) or not. A write that
+// fails its compare, or whose outcome is still unknown at the end, makes the store refuse further
+// writes and calls `on_lost`: the config server steps down and whoever leads next starts from
+// what etcd holds.
 //
 // Not thread-safe: the config server's main thread only (its EtcdClient blocks).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -50,6 +55,10 @@ class EtcdStateStore final : public StateStore {
   void set_fence(int64_t leader_create_revision) { fence_ = leader_create_revision; }
   int64_t fence() const { return fence_; }
 
+  // How long a write whose answer was lost is sent again (0: once). The config server uses the
+  // time its lease surely lasts, so that losing etcd's leader does not fail a table change.
+  void set_retry_for(std::chrono::milliseconds d) { retry_for_ = d; }
+
   // Called once for each write that failed its compare or whose outcome is unknown (why, in
   // words). It must not destroy the store or call it back synchronously.
   std::function<void(const std::string& why)> on_lost;
@@ -62,9 +71,13 @@ class EtcdStateStore final : public StateStore {
                       const std::vector<PendingPurge>& pending) override;
 
  private:
+  bool applied_before(const std::vector<EtcdKv>& version, const std::vector<EtcdKv>& leader,
+                      const HistoryEntry* added) const;
+
   EtcdClient& etcd_;
   const EtcdKeys keys_;
   int64_t fence_ = 0;
+  std::chrono::milliseconds retry_for_{0};
   int64_t version_revision_ = 0;  // mod revision of PREFIX/version as last read or written
   bool loaded_ = false;
   std::string doubt_;  // why writes are refused until reload() ("" while they are not)

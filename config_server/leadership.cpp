@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 
 namespace json = boost::json;
@@ -43,7 +44,7 @@ void Leadership::start() {
 
 void Leadership::schedule() {
   if (stopped_) return;
-  timer_.expires_after(ttl_ / 4);
+  timer_.expires_after(renew_failing_ ? ttl_ / 16 : ttl_ / 4);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
     round();
@@ -91,7 +92,8 @@ std::vector<ConfigServerInfo> Leadership::standbys() const {
 // A lease that etcd keeps alive; false if there is none now (the round goes no further).
 bool Leadership::keep_lease(std::chrono::steady_clock::time_point now) {
   if (lease_ != 0) {
-    const EtcdReply k = etcd_.keepalive(lease_);
+    const EtcdReply k = etcd_.keepalive(lease_, std::max(ttl_ / 8, std::chrono::milliseconds(50)));
+    renew_failing_ = !k.ok() && leading_;
     if (!k.ok()) {
       problem_ = k.error;
       // Step down before etcd could hand the key to another: the lease may run out one TTL after

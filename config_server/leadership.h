@@ -9,6 +9,9 @@
 //
 // A leader that cannot keep its lease alive for TTL less one round, or finds the key held by
 // another lease, steps down on its own (`deposed`), before etcd would let another take over.
+// While its keepalives fail (etcd electing a new leader after losing one: about 1-2 election
+// timeouts) a leader tries again every TTL/16, each keepalive bounded by TTL/8 per member, so it
+// renews as soon as etcd can answer rather than one slow round later.
 // `elected` and `deposed` run on the io_context's thread, from the timer.
 //
 // Not thread-safe: the config server's main thread only (the EtcdClient blocks, each request
@@ -80,6 +83,7 @@ class Leadership {
   std::chrono::milliseconds ttl_;
   const Callbacks cb_;
   bool stopped_ = false;
+  bool renew_failing_ = false;  // the latest keepalive of a leader failed: the next round soon
   int64_t lease_ = 0;
   std::chrono::steady_clock::time_point lease_ok_at_{};  // when the latest good keepalive left
   bool leading_ = false;

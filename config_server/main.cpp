@@ -137,6 +137,11 @@ int config_server_main(int argc, char** argv) {
     const EtcdUrl url = parse_etcd_url(store_url, "--store");
     etcd = std::make_unique<EtcdClient>(url.endpoints, std::chrono::milliseconds(store_timeout_ms));
     auto s = std::make_unique<EtcdStateStore>(*etcd, url.prefix);
+    // A write whose answer was lost is sent again (the fence makes that safe) until etcd has had
+    // time to elect a new leader after losing one: up to about two election timeouts, 1 s each by
+    // default. Longer than a lease's renewal budget, so a change in flight then is not refused.
+    s->set_retry_for(
+        std::max(std::chrono::milliseconds(4000), std::chrono::milliseconds(lease_ttl_s * 750)));
     etcd_store = s.get();
     store = std::move(s);
   } else {

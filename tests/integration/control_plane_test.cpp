@@ -3,6 +3,8 @@
 // load, loses no version and issues none twice, and the data path never notices; a lost etcd
 // member changes nothing; etcd unreachable refuses changes while lookups go on; etcd back, the
 // control plane heals. A real 3-member etcd on loopback (tests/integration/etcd_cluster.h).
+#include "config_server/control_plane.h"
+
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -10,6 +12,8 @@
 #include <set>
 #include <string>
 
+#include "common/table_edits.h"
+#include "config_server/etcd_state_store.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/config_cluster.h"
 #include "tests/integration/etcd_cluster.h"
@@ -162,9 +166,11 @@ TEST_CASE(
   const int leader = wait_leader(c);
   REQUIRE(leader >= 0);
 
-  // Member 0, the one every config server dials first, is lost: nothing changes.
-  etcd.kill(0);
+  // etcd's raft leader is lost: nothing changes. A change made at once waits out etcd's election
+  // (about two election timeouts) and goes through; the config server keeps leading.
+  etcd.kill(etcd.raft_leader());
   const ImctlResult one = c.imctl({"--json", "assign", "1-100", "hash2"});
+  CAPTURE(one.out);
   REQUIRE(one.exit_code == 0);
   const uint64_t v = version_of(one.out);
   CHECK(c.wait_converged(v, 3));
@@ -188,4 +194,57 @@ TEST_CASE(
   CHECK(c.wait_converged(latest, 3));
   check_history(c, latest);
   CHECK(found(udp, 1, 500) == 500);
+}
+
+TEST_CASE(
+    "control plane: a version the dying leader committed but pushed to no node reaches every "
+    "node together, and no lookup fails") {
+  EtcdCluster etcd(3);
+  const ConfigClusterOptions options = on_etcd(etcd, "unpushed");
+  ConfigCluster c(options);
+  const uint16_t udp = c.start_serving(2);
+  const uint64_t before = c.version();
+  auto sim = start_load(udp, 1, 2000, 1000, 14);
+
+  // Every config server dies; then, as the leader would have done in the instant before it was
+  // killed, the next version is committed in etcd (a range moved, with its pending purges) and
+  // pushed to nobody. The nodes keep running the version before.
+  c.kill_config();
+  const imhash::EtcdUrl url = imhash::parse_etcd_url(options.store, "--store");
+  imhash::EtcdClient client(url.endpoints, std::chrono::milliseconds(1000));
+  imhash::EtcdStateStore store(client, url.prefix);
+  REQUIRE(store.reload() == "");
+  REQUIRE(store.version() == before);
+  const imhash::EtcdKeys& keys = store.keys();
+  // The dead leader's key goes with its lease (TTL 2 s); this writer takes it without a lease.
+  imhash::EtcdReply took;
+  REQUIRE(wait_until(
+      [&] {
+        took = client.txn({{keys.leader, imhash::EtcdCompare::Target::kCreate, 0, {}}},
+                          {{imhash::EtcdOp::Kind::kPut, keys.leader, "test", 0, false},
+                           {imhash::EtcdOp::Kind::kRange, keys.leader, {}, 0, false}});
+        return took.ok() && took.succeeded;
+      },
+      std::chrono::seconds(20)));
+  store.set_fence(took.ranges.at(0).at(0).create_revision);
+  imhash::TableResult next = imhash::assign_range(*store.current(), 1, 1000, "hash2");
+  REQUIRE(next.ok());
+  next.table->version = before + 1;
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  std::vector<imhash::PendingPurge> pending;
+  for (const auto& s : store.current()->servers) {
+    pending.push_back({s.name, before + 1, static_cast<uint64_t>(now_ms) + 5000, true});
+  }
+  REQUIRE(store.commit(*next.table, "assign 1-1000 hash2", pending) == "");
+  REQUIRE(client.txn({}, {{imhash::EtcdOp::Kind::kDelete, keys.leader, {}, 0, false}}).ok());
+
+  // Back: one leads with that version, and every node gets it, together, while the load runs.
+  c.start_config();
+  REQUIRE(wait_leader(c) >= 0);
+  CHECK(c.version() == before + 1);
+  CHECK(c.wait_converged(before + 1, 3));
+  check_history(c, before + 1);
+  check_load(*sim);
 }

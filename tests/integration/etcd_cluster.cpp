@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string_view>
@@ -309,6 +311,33 @@ bool EtcdCluster::healthy(size_t i) {
   if (!running(i)) return false;
   const HttpReply reply = http_get(client_address(i), "/health");
   return reply.status == 200 && reply.body.find("\"health\":\"true\"") != std::string::npos;
+}
+
+size_t EtcdCluster::raft_leader() {
+  std::optional<size_t> found;
+  const bool agreed = wait_until(
+      [&] {
+        // Every running member's view: its own id and the leader's (uint64 as JSON strings).
+        std::vector<std::string> ids(members_.size());
+        std::optional<std::string> leader;
+        for (size_t i = 0; i < members_.size(); ++i) {
+          if (!running(i)) continue;
+          const HttpReply r = http_post(client_address(i), "/v3/maintenance/status", "{}");
+          if (r.status != 200) return false;
+          const boost::json::value v = boost::json::parse(r.body);
+          ids[i] = boost::json::value_to<std::string>(v.at("header").at("member_id"));
+          const std::string l = boost::json::value_to<std::string>(v.at("leader"));
+          if (leader && *leader != l) return false;
+          leader = l;
+        }
+        for (size_t i = 0; i < members_.size(); ++i) {
+          if (leader && ids[i] == *leader) found = i;
+        }
+        return found.has_value();
+      },
+      std::chrono::seconds(30), kHealthPoll);
+  if (!agreed) throw std::runtime_error("the etcd members do not agree on a raft leader");
+  return *found;
 }
 
 void EtcdCluster::wait_healthy(size_t i, std::chrono::milliseconds timeout) {

@@ -41,6 +41,9 @@ class EtcdCluster {
   void kill_all();
   void restart_all();      // every member that is not running, again; does not wait
   bool healthy(size_t i);  // GET /health answers health true now
+  // The member that is raft leader as the members running now say (POST /v3/maintenance/status);
+  // waits (bounded) until they agree on one; throws if they do not.
+  size_t raft_leader();
   // Waits until member i is healthy; throws (with its log tail) on timeout or if it is not running.
   void wait_healthy(size_t i, std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Waits until a majority of the members is healthy; throws (with log tails) on timeout.

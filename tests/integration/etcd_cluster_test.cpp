@@ -11,9 +11,11 @@
 #include <boost/json.hpp>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "config_server/etcd_codec.h"
 #include "tests/integration/http_get.h"
 #include "tests/wait_until.h"
 
@@ -24,38 +26,12 @@ namespace {
 
 constexpr auto kRetryInterval = std::chrono::milliseconds(100);  // between tries of a request
 
-constexpr std::string_view kBase64 =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string base64(std::string_view in) {
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, in.size() - i);
-    uint32_t v = 0;
-    for (size_t j = 0; j < 3; ++j) {
-      v = (v << 8) | (j < n ? static_cast<unsigned char>(in[i + j]) : 0u);
-    }
-    for (size_t j = 0; j < 4; ++j) {
-      out += j <= n ? kBase64[(v >> (18 - 6 * j)) & 63] : '=';
-    }
-  }
-  return out;
-}
+std::string base64(std::string_view in) { return imhash::etcd_base64(in); }
 
 std::string unbase64(std::string_view in) {
   std::string out;
-  uint32_t v = 0;
-  int bits = 0;
-  for (const char c : in) {
-    const size_t d = kBase64.find(c);
-    if (d == std::string_view::npos) continue;  // '=' padding
-    v = (v << 6) | static_cast<uint32_t>(d);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((v >> bits) & 0xff);
-    }
-  }
+  if (!imhash::etcd_unbase64(in, out))
+    throw std::runtime_error("etcd sent text that is not base64");
   return out;
 }
 
