@@ -74,10 +74,19 @@ void RequestFlow::set_routing(std::shared_ptr<const RoutingState> routing, int64
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   routing_ = std::move(routing);
   router_ = routing_ ? routing_->current.get() : nullptr;
-  // Requests that met MOVED and waited for a newer table go out again, once.
+  // Requests that met MOVED and waited for this table (or an older one) go out again, once. Those
+  // waiting for a newer one stay parked: a push can bring the versions between first (a server
+  // added, then ids assigned to it), and under those the old owner would answer MOVED again.
   std::vector<Parked> parked;
   parked.swap(parked_);
-  for (const Parked& p : parked) forward(p.index, now_ns, out);
+  const uint64_t have = version();
+  for (const Parked& p : parked) {
+    if (p.version <= have) {
+      forward(p.index, now_ns, out);
+    } else {
+      parked_.push_back(p);
+    }
+  }
 }
 
 void RequestFlow::on_datagram(std::span<const uint8_t> datagram, const ClientAddr& from,
@@ -164,6 +173,21 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     return;
   }
   if (response.status == FrameStatus::kNotFound && try_fallback_read(index, now_ns, out)) return;
+  // NOT_READY from the last member there was to ask (one being refilled, or one that has no table
+  // yet and may have lost what it held): during a grace period the earlier owner still holds what
+  // it held before the move, so a user who moved is found there. A miss there is no answer for
+  // the members, though: UNAVAILABLE, as without the fallback.
+  if (response.status == FrameStatus::kNotReady && r->stage == Request::Stage::kFirst &&
+      try_fallback_read(index, now_ns, out)) {
+    slots_[index].in_doubt = true;
+    return;
+  }
+  if (response.status == FrameStatus::kNotFound && r->in_doubt) {
+    frame::Response doubt = response;
+    doubt.status = FrameStatus::kNotReady;
+    reply_answer(index, doubt, now_ns, out);
+    return;
+  }
   if (r->stage == Request::Stage::kFallback && response.status == FrameStatus::kOk) {
     ++counters_.fallback_hits;
     read_repair(*r, response, out);
@@ -570,7 +594,7 @@ void RequestFlow::on_moved(uint32_t index, uint64_t their_version, int64_t now_n
   if (version() >= their_version) {
     forward(index, now_ns, out);
   } else if (parked_.size() < settings_.max_parked) {
-    parked_.push_back({index, now_ns + settings_.park_ns});
+    parked_.push_back({index, now_ns + settings_.park_ns, their_version});
   } else {
     fail(index, Status::kUnavailable, now_ns, out);
   }

@@ -142,6 +142,7 @@ class RequestFlow {
     frame::FrameType type = frame::FrameType::kPing;
     Stage stage = Stage::kFirst;
     bool retried = false;        // re-sent once after MOVED, under a newer table
+    bool in_doubt = false;       // kFallback after NOT_READY: a miss there is no answer
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
     uint8_t earlier = 0;         // kFallback/kOldDelete: the next earlier table to consult
     uint8_t earlier_member = 0;  // ... and the next member of its replica set
@@ -157,9 +158,13 @@ class RequestFlow {
     uint32_t link_shard = 0;
     uint64_t link_version = 0;
   };
+  // A request that met MOVED, waiting until `until_ns` for a table of at least `version` (the one
+  // the hash server named): a table in between does not release it, as the server would only
+  // answer MOVED again.
   struct Parked {
     uint32_t index;
     int64_t until_ns;
+    uint64_t version;
   };
   // Hinted hand-off: a write for a member whose link cannot take it is held here, and every later
   // write for that member is held too, until the link is back; then they go before anything else

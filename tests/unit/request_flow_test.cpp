@@ -276,6 +276,36 @@ TEST_CASE("request_flow: MOVED asks for the newer table, parks, and retries once
   CHECK(h.flow.active() == 0);
 }
 
+TEST_CASE("request_flow: a parked request waits for the version MOVED named, not the next one") {
+  // A server added (v2) and ids assigned to it (v3) in quick succession: the old owner, on v3
+  // already, answers MOVED(3) while the login server is on v1. Released under v2 the request would
+  // meet MOVED again and be answered UNAVAILABLE.
+  Harness h(routing(table(1, "hash1")));
+  const uint64_t t = h.request(Op::kLogin, 10)[0].token;
+  h.answer_with(t, answer(FrameStatus::kMoved, 3));
+  CHECK(h.flow.parked() == 1);
+  h.set(routing(table(2, "hash1"), {table(1, "hash1")}, h.now + 1000 * kMs));
+  CHECK(h.out.empty());
+  CHECK(h.flow.parked() == 1);
+  h.set(routing(table(3, "hash2"), {table(2, "hash1")}, h.now + 1000 * kMs));
+  REQUIRE(h.out.size() == 1);
+  check_send(h.out[0], "hash2", FrameType::kUpsert, 3);
+  CHECK(h.flow.parked() == 0);
+  auto& a = h.answer_with(h.out[0].token, answer(FrameStatus::kOk, 3));
+  REQUIRE(a.size() == 1);
+  CHECK(reply_of(a[0]).status == Status::kOk);
+  // Still bounded by its deadline if the named version never comes.
+  const uint64_t t2 = h.request(Op::kLookup, 10)[0].token;
+  h.answer_with(t2, answer(FrameStatus::kMoved, 5));
+  h.set(routing(table(4, "hash2")));
+  CHECK(h.out.empty());
+  h.out.clear();
+  h.flow.tick(h.now + h.settings.park_ns, h.out);
+  REQUIRE(h.out.size() == 1);
+  CHECK(reply_of(h.out[0]).status == Status::kTimeout);
+  CHECK(h.flow.active() == 0);
+}
+
 TEST_CASE("request_flow: MOVED from a version we already have retries at once") {
   Harness h(routing(table(1, "hash1")));
   const uint64_t t = h.request(Op::kLookup, 10)[0].token;
@@ -352,6 +382,47 @@ TEST_CASE("request_flow: during a grace period a miss is read at the earlier own
     auto& hit = h.answer_with(fb[0].token, found());
     CHECK(h.fail_with(hit[0].token, Status::kTimeout).empty());
     CHECK(h.flow.active() == 0);
+  }
+}
+
+TEST_CASE(
+    "request_flow: NOT_READY from the new owner during a grace period reads the earlier one") {
+  // A server that joined and was given ids before its own table reached it (or one being
+  // refilled) answers a miss NOT_READY: it may not have the record yet.
+  Harness h;
+  h.set(routing(table(2, "hash2"), {table(1, "hash1")}, h.now + 1000 * kMs));
+  auto& first = h.request(Op::kLookup, 10);
+  check_send(first[0], "hash2", FrameType::kGet, 2);
+  const uint64_t t = first[0].token;
+  SUBCASE("found there: the reply, and the record copied to the owner") {
+    auto& fb = h.answer_with(t, answer(FrameStatus::kNotReady));
+    REQUIRE(fb.size() == 1);
+    check_send(fb[0], "hash1", FrameType::kGet, 1, frame::kFlagAnyOwner);
+    auto& hit = h.answer_with(fb[0].token, found(30));
+    REQUIRE(hit.size() == 2);
+    check_send(hit[0], "hash2", FrameType::kUpsert, 2, frame::kFlagIfAbsent);
+    CHECK(reply_of(hit[1]).status == Status::kOk);
+    CHECK(reply_of(hit[1]).endpoint == kUserEndpoint);
+  }
+  SUBCASE("a miss there too is no answer for the owner: UNAVAILABLE") {
+    auto& fb = h.answer_with(t, answer(FrameStatus::kNotReady));
+    auto& miss = h.answer_with(fb[0].token, answer(FrameStatus::kNotFound, 1));
+    REQUIRE(miss.size() == 1);
+    CHECK(reply_of(miss[0]).status == Status::kUnavailable);
+    CHECK(h.flow.active() == 0);
+  }
+  SUBCASE("the earlier owner cannot be reached: UNAVAILABLE at once") {
+    h.links.blocked = {"hash1"};
+    auto& a = h.answer_with(t, answer(FrameStatus::kNotReady));
+    REQUIRE(a.size() == 1);
+    CHECK(reply_of(a[0]).status == Status::kUnavailable);
+  }
+  SUBCASE("after the grace period: UNAVAILABLE at once") {
+    h.now += 1000 * kMs;
+    auto& a = h.answer_with(t, answer(FrameStatus::kNotReady));
+    REQUIRE(a.size() == 1);
+    CHECK(reply_of(a[0]).status == Status::kUnavailable);
+    CHECK(h.counters.fallback_reads == 0);
   }
 }
 
