@@ -193,6 +193,19 @@ uint32_t RecordStore::find(const Table& t, uint64_t id, uint64_t h) {
   }
 }
 
+void RecordStore::prefetch_record(uint64_t id) const {
+  const uint64_t h = hash_of(id);
+  const Table& t = table_of(h);
+  const uint32_t start = probe_start(h, t.capacity);
+  for (uint32_t m = Group(t.ctrl + start).match(fingerprint(h)); m != 0; m &= m - 1) {
+    uint32_t i = start + static_cast<uint32_t>(std::countr_zero(m));
+    if (i >= t.capacity) i -= t.capacity;
+    const uint8_t* s = slot(t, i);
+    prefetch_line(s);
+    prefetch_line(s + kSlotBytes - 1);
+  }
+}
+
 uint32_t RecordStore::find_free(const Table& t, uint64_t h) {
   uint32_t pos = probe_start(h, t.capacity);
   for (;;) {

@@ -80,6 +80,10 @@ class StoreModel {
 
   std::string get(uint64_t id) const {
     Record r;
+    // The shard's two-stage prefetch first: a hint, it must read only memory the store owns
+    // (the sanitizer and fuzz runs check that) and change nothing.
+    store_.prefetch_group(id);
+    store_.prefetch_record(id);
     const bool found = store_.get(id, r);
     const auto it = model_.find(id);
     if (found != (it != model_.end())) return "get(" + std::to_string(id) + ") = " + b(found);

@@ -176,6 +176,8 @@ TEST_CASE(
   for (uint64_t id = 0; id < kCount; ++id) {
     RecordStore::Record r;
     s.prefetch(id * 7919);
+    s.prefetch_group(id * 7919);  // the two-stage prefetch the shard uses: hints as well
+    s.prefetch_record(id * 7919);
     const bool found = s.get(id * 7919, r);
     wrong += found != (id % 2 == 1) || (found && !(r.endpoint == store_ep4(id)));
   }
