@@ -290,7 +290,7 @@ size_t Shard::prefetch_records(std::span<const uint8_t> frames) const {
 
 bool Shard::handle(const Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out) {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
-  Request q;
+  Request& q = request_;
   if (decode_request(h, body, q) != DecodeStatus::kOk) return false;
   Response r{.type = q.type,
              .correlation = q.correlation,
