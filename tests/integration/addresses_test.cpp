@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "common/control_protocol.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/loopback.h"
-#include "tests/integration/tcp_proxy.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/config_cluster.h"
+#include "harness/loopback.h"
+#include "harness/tcp_proxy.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

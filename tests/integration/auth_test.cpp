@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "common/token.h"
-#include "tests/integration/cluster.h"
-#include "tests/integration/loopback.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/cluster.h"
+#include "harness/loopback.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;

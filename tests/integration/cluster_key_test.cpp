@@ -19,14 +19,14 @@
 #include "common/frame_protocol.h"
 #include "common/link_auth.h"
 #include "common/token.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/frame_client.h"
-#include "tests/integration/http_get.h"
-#include "tests/integration/log_file.h"
-#include "tests/integration/loopback.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/child_process.h"
+#include "harness/config_cluster.h"
+#include "harness/frame_client.h"
+#include "harness/http_get.h"
+#include "harness/log_file.h"
+#include "harness/loopback.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

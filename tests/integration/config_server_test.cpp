@@ -11,13 +11,13 @@
 #include "common/frame_protocol.h"
 #include "common/router.h"
 #include "common/table_json.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/frame_client.h"
-#include "tests/integration/log_file.h"
+#include "harness/config_cluster.h"
+#include "harness/frame_client.h"
+#include "harness/log_file.h"
 #include "tests/integration/sim_runs.h"
-#include "tests/integration/tcp_proxy.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/tcp_proxy.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

@@ -2,7 +2,7 @@
 // stand by and name it; a kill -9 of the leader in the middle of table changes, under a verified
 // load, loses no version and issues none twice, and the data path never notices; a lost etcd
 // member changes nothing; etcd unreachable refuses changes while lookups go on; etcd back, the
-// control plane heals. A real 3-member etcd on loopback (tests/integration/etcd_cluster.h).
+// control plane heals. A real 3-member etcd on loopback (harness/etcd_cluster.h).
 #include "config_server/control_plane.h"
 
 #include <doctest/doctest.h>
@@ -14,12 +14,12 @@
 
 #include "common/table_edits.h"
 #include "config_server/etcd_state_store.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/etcd_cluster.h"
-#include "tests/integration/http_get.h"
+#include "harness/child_process.h"
+#include "harness/config_cluster.h"
+#include "harness/etcd_cluster.h"
+#include "harness/http_get.h"
 #include "tests/integration/sim_runs.h"
-#include "tests/wait_until.h"
+#include "harness/wait_until.h"
 
 using namespace imhash::test;
 namespace json = boost::json;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/config_cluster.h"
+#include "harness/config_cluster.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// EtcdCluster (tests/integration/etcd_cluster.h), the harness that runs a real etcd on loopback:
+// EtcdCluster (harness/etcd_cluster.h), the harness that runs a real etcd on loopback:
 // its members come up healthy, serve keys through etcd's JSON gateway (/v3/kv/put, /v3/kv/range,
 // keys and values in base64), keep serving with one member killed, and keep the data across
 // restarts of one member and of all of them. The harness's own waits are bounded; a write that
 // lands in a leader election is tried again (bounded), a read is never taken for what it returned
 // until it answered.
-#include "tests/integration/etcd_cluster.h"
+#include "harness/etcd_cluster.h"
 
 #include <doctest/doctest.h>
 
@@ -16,8 +16,8 @@
 #include <string_view>
 
 #include "config_server/etcd_codec.h"
-#include "tests/integration/http_get.h"
-#include "tests/wait_until.h"
+#include "harness/http_get.h"
+#include "harness/wait_until.h"
 
 using namespace imhash::test;
 namespace json = boost::json;

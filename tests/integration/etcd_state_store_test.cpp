@@ -10,7 +10,7 @@
 #include <string>
 
 #include "config_server/control_plane.h"
-#include "tests/integration/etcd_cluster.h"
+#include "harness/etcd_cluster.h"
 #include "tests/sample_tables.h"
 
 using namespace imhash;

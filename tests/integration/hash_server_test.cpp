@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "common/shard_map.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/frame_client.h"
-#include "tests/wait_until.h"
+#include "harness/child_process.h"
+#include "harness/frame_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::frame;

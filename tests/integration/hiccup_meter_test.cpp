@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/child_process.h"
+#include "harness/child_process.h"
 
 using namespace std::chrono_literals;
 using imhash::test::ChildProcess;

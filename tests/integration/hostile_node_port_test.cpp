@@ -24,12 +24,12 @@
 #include "common/client_protocol.h"
 #include "common/control_protocol.h"
 #include "common/table_json.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/http_get.h"
-#include "tests/integration/loopback.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/child_process.h"
+#include "harness/config_cluster.h"
+#include "harness/http_get.h"
+#include "harness/loopback.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

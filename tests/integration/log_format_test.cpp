@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/child_process.h"
+#include "harness/child_process.h"
 
 using namespace imhash::test;
 

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/integration/cluster.h"
-#include "tests/integration/frame_client.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/cluster.h"
+#include "harness/frame_client.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using client::Op;

@@ -7,9 +7,9 @@
 #include <map>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
-#include "tests/integration/http_get.h"
-#include "tests/wait_until.h"
+#include "harness/child_process.h"
+#include "harness/http_get.h"
+#include "harness/wait_until.h"
 
 using namespace imhash::test;
 

@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "tests/integration/child_process.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/http_get.h"
-#include "tests/integration/udp_client.h"
+#include "harness/child_process.h"
+#include "harness/config_cluster.h"
+#include "harness/http_get.h"
+#include "harness/udp_client.h"
 
 using namespace imhash;
 using namespace imhash::test;

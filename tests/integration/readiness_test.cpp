@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/child_process.h"
-#include "tests/integration/http_get.h"
+#include "harness/child_process.h"
+#include "harness/http_get.h"
 
 using namespace imhash::test;
 

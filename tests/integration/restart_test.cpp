@@ -9,10 +9,10 @@
 #include <string>
 
 #include "common/table_json.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/frame_client.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/config_cluster.h"
+#include "harness/frame_client.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

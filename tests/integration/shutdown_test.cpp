@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/frame_protocol.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/cluster.h"
-#include "tests/integration/loopback.h"
+#include "harness/child_process.h"
+#include "harness/cluster.h"
+#include "harness/loopback.h"
 
 using namespace imhash;
 using namespace imhash::test;

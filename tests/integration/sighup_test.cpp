@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/integration/child_process.h"
-#include "tests/integration/frame_client.h"
+#include "harness/child_process.h"
+#include "harness/frame_client.h"
 
 using namespace imhash::test;
 

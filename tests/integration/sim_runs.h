@@ -7,7 +7,7 @@
 #include <memory>
 #include <string_view>
 
-#include "tests/integration/child_process.h"
+#include "harness/child_process.h"
 
 namespace imhash::test {
 

@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "tests/integration/config_cluster.h"
-#include "tests/wait_until.h"
+#include "harness/config_cluster.h"
+#include "harness/wait_until.h"
 
 using namespace imhash::test;
 

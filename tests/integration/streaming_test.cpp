@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/config_cluster.h"
+#include "harness/config_cluster.h"
 #include "tests/integration/sim_runs.h"
-#include "tests/integration/udp_client.h"
-#include "tests/wait_until.h"
+#include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

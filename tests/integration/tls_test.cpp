@@ -2,7 +2,7 @@
 // on, logins and lookups are served over links a wiretap cannot read; a peer whose certificate
 // another CA signed is refused both ways; a TLS peer and a plain one never talk (fail closed, a
 // log line on each side); bytes pipelined behind a TLS handshake are refused. Certificates are
-// made at run time with openssl(1) (tests/tls_certs.h).
+// made at run time with openssl(1) (harness/tls_certs.h).
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "common/frame_protocol.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/config_cluster.h"
-#include "tests/integration/http_get.h"
-#include "tests/integration/log_file.h"
-#include "tests/integration/loopback.h"
-#include "tests/integration/tcp_proxy.h"
-#include "tests/integration/udp_client.h"
-#include "tests/tls_certs.h"
-#include "tests/wait_until.h"
+#include "harness/child_process.h"
+#include "harness/config_cluster.h"
+#include "harness/http_get.h"
+#include "harness/log_file.h"
+#include "harness/loopback.h"
+#include "harness/tcp_proxy.h"
+#include "harness/udp_client.h"
+#include "harness/tls_certs.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;

@@ -21,9 +21,9 @@
 #include <unordered_set>
 
 #include "common/client_protocol.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/loopback.h"
-#include "tests/wait_until.h"
+#include "harness/child_process.h"
+#include "harness/loopback.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;

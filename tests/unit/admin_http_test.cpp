@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/table_text.h"
-#include "tests/wait_until.h"
+#include "harness/wait_until.h"
 
 namespace imhash {
 namespace {

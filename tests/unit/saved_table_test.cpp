@@ -14,7 +14,7 @@
 #include "common/durable_file.h"
 #include "common/options.h"
 #include "common/table_json.h"
-#include "tests/temp_dir.h"
+#include "harness/temp_dir.h"
 
 using namespace imhash;
 namespace fs = std::filesystem;

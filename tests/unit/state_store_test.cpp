@@ -12,7 +12,7 @@
 #include "common/options.h"
 #include "config_server/file_state_store.h"
 #include "tests/sample_tables.h"
-#include "tests/temp_dir.h"
+#include "harness/temp_dir.h"
 
 using namespace imhash;
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <functional>
 
-#include "tests/tls_certs.h"
+#include "harness/tls_certs.h"
 
 using namespace imhash;
 using imhash::test::TlsCerts;

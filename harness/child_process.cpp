@@ -1,4 +1,4 @@
-#include "tests/integration/child_process.h"
+#include "harness/child_process.h"
 
 #include <fcntl.h>
 #include <poll.h>

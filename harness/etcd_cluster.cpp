@@ -1,4 +1,4 @@
-#include "tests/integration/etcd_cluster.h"
+#include "harness/etcd_cluster.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,10 +20,10 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "tests/integration/http_get.h"
-#include "tests/integration/log_file.h"
-#include "tests/integration/loopback.h"
-#include "tests/wait_until.h"
+#include "harness/http_get.h"
+#include "harness/log_file.h"
+#include "harness/loopback.h"
+#include "harness/wait_until.h"
 
 namespace imhash::test {
 

@@ -1,4 +1,4 @@
-#include "tests/integration/cluster.h"
+#include "harness/cluster.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "tests/integration/frame_client.h"
+#include "harness/frame_client.h"
 
 namespace imhash::test {
 

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <string>
 
-#include "tests/wait_until.h"
+#include "harness/wait_until.h"
 
 namespace imhash::test {
 

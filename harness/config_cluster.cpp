@@ -1,4 +1,4 @@
-#include "tests/integration/config_cluster.h"
+#include "harness/config_cluster.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <stdexcept>
 
 #include "common/token.h"
-#include "tests/integration/frame_client.h"
-#include "tests/wait_until.h"
+#include "harness/frame_client.h"
+#include "harness/wait_until.h"
 
 namespace imhash::test {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/temp_dir.h"
+#include "harness/temp_dir.h"
 
 namespace imhash::test {
 

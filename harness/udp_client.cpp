@@ -1,4 +1,4 @@
-#include "tests/integration/udp_client.h"
+#include "harness/udp_client.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -7,7 +7,7 @@
 
 #include <stdexcept>
 
-#include "tests/integration/loopback.h"
+#include "harness/loopback.h"
 
 namespace imhash::test {
 

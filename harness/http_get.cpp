@@ -1,4 +1,4 @@
-#include "tests/integration/http_get.h"
+#include "harness/http_get.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
+#include "harness/child_process.h"
 
 namespace imhash::test {
 

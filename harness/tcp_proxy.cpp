@@ -1,4 +1,4 @@
-#include "tests/integration/tcp_proxy.h"
+#include "harness/tcp_proxy.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tests/integration/loopback.h"
+#include "harness/loopback.h"
 
 namespace imhash::test {
 

@@ -1,4 +1,4 @@
-#include "tests/integration/loopback.h"
+#include "harness/loopback.h"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/child_process.h"
+#include "harness/child_process.h"
 
 namespace imhash::test {
 

@@ -1,4 +1,4 @@
-#include "tests/integration/frame_client.h"
+#include "harness/frame_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "common/link_auth.h"
-#include "tests/integration/loopback.h"
+#include "harness/loopback.h"
 
 namespace imhash::test {
 
