@@ -22,7 +22,7 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
 void Cluster::start_hash(int i, const std::string& listen) {
   auto& slot = hash_[static_cast<size_t>(i)];
   slot = std::make_unique<ChildProcess>(
-      IMHASH_HASH_SERVER,
+      options_.binaries.hash_server,
       std::vector<std::string>{"--listen", listen, "--name", "hash" + std::to_string(i + 1),
                                "--shards", std::to_string(options_.shards)});
   hash_addr_[static_cast<size_t>(i)] = slot->wait_listening()[0];
@@ -52,7 +52,7 @@ void Cluster::start_login(std::vector<std::string> extra_args) {
     args.insert(args.end(), {"--rate-limit", "0"});
   }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  login_ = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
+  login_ = std::make_unique<ChildProcess>(options_.binaries.login_server, args);
   udp_port_ = port_of(login_->wait_listening()[0]);
 }
 

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/binaries.h"
 #include "harness/child_process.h"
 
 namespace imhash::test {
 
 struct ClusterOptions {
+  Binaries binaries = Binaries::built_in();  // the programs started (another build: an A/B)
   int hash_servers = 3;
   int shards = 2;
   int login_threads = 2;

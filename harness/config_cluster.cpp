@@ -70,7 +70,7 @@ void ConfigCluster::start_config(int i) {
   add_cluster_key(args);
   args.insert(args.end(), options_.config_args.begin(), options_.config_args.end());
   configs_[at] = std::make_unique<ChildProcess>(
-      IMHASH_CONFIG_SERVER, args,
+      options_.binaries.config_server, args,
       ChildOptions{{}, "config_server" + (i ? std::to_string(i) : std::string()) + ".stderr.log"});
   const auto addrs = configs_[at]->wait_listening(options_.metrics ? 3 : 2);
   config_addrs_[at] = addrs[0];
@@ -108,7 +108,7 @@ int ConfigCluster::leader() {
     if (!options_.admin_token_file.empty()) {
       args.insert(args.begin(), {"--token-file", options_.admin_token_file});
     }
-    ChildProcess p(IMHASH_IMCTL, args);
+    ChildProcess p(options_.binaries.imctl, args);
     const std::string out = p.read_all();
     if (p.stop(0) != 0) continue;  // a standby answers 503
     boost::system::error_code ec;
@@ -141,7 +141,7 @@ void ConfigCluster::start_hash(int i) {
     args.insert(args.end(), extra->second.begin(), extra->second.end());
   }
   add_cluster_key(args);
-  hash_[i] = std::make_unique<ChildProcess>(IMHASH_HASH_SERVER, args);
+  hash_[i] = std::make_unique<ChildProcess>(options_.binaries.hash_server, args);
   const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
   hash_addr_[i] = addrs[0];
   if (options_.metrics) hash_metrics_[i] = addrs[1];
@@ -179,7 +179,7 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
   add_cluster_key(args);
-  login_[i] = std::make_unique<ChildProcess>(IMHASH_LOGIN_SERVER, args);
+  login_[i] = std::make_unique<ChildProcess>(options_.binaries.login_server, args);
   const auto addrs = login_[i]->wait_listening(options_.metrics ? 2 : 1);
   if (options_.metrics) login_metrics_[i] = addrs[1];
   return port_of(addrs[0]);
@@ -217,7 +217,7 @@ ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
   if (!options_.admin_token_file.empty()) {
     args.insert(args.begin(), {"--token-file", options_.admin_token_file});
   }
-  ChildProcess p(IMHASH_IMCTL, args);
+  ChildProcess p(options_.binaries.imctl, args);
   ImctlResult r;
   r.out = p.read_all();
   r.exit_code = p.stop(0);

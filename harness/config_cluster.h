@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/binaries.h"
 #include "harness/child_process.h"
 
 namespace imhash::test {
 
 struct ConfigClusterOptions {
+  Binaries binaries = Binaries::built_in();  // the programs started (another build: an A/B)
   int shards = 1;
   int login_threads = 1;
   int heartbeat_ms = 100;
