@@ -2,25 +2,71 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
 
+#include "harness/run_logs.h"
+
 namespace imhash::test {
+
+namespace {
+
+// "13:22:36.123", local time: to match a start line with the daemons' own log lines.
+std::string clock_text() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms));
+  return buf;
+}
+
+}  // namespace
 
 ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> args,
                            ChildOptions options) {
+  const std::string program = path.substr(path.rfind('/') + 1);
+  const bool own_log = options.stderr_log.empty();
+  if (own_log) {
+    log_ = RunLogs::path(options.name.empty() ? program : options.name);
+    std::ofstream mark(log_, std::ios::app);
+    mark << "=== " << clock_text() << " start " << program;
+    for (const std::string& a : args) mark << ' ' << a;
+    if (!options.netns.empty()) mark << " (in network namespace " << options.netns << ")";
+    mark << " ===\n";
+  } else {
+    log_ = std::move(options.stderr_log);
+    RunLogs::record(log_);
+  }
+  int netns_fd = -1;
+  if (!options.netns.empty()) {
+    const std::string ns = "/run/netns/" + options.netns;
+    netns_fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns_fd < 0) {
+      throw std::runtime_error("cannot open network namespace " + ns + ": " + std::strerror(errno));
+    }
+  }
   int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  const std::string name = path.substr(path.rfind('/') + 1);
-  const std::string log =
-      options.stderr_log.empty() ? name + ".stderr.log" : std::move(options.stderr_log);
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    if (netns_fd >= 0) close(netns_fd);
+    throw std::runtime_error("pipe failed");
+  }
   // The environment is made before fork(): the child only calls async-signal-safe functions.
   std::vector<std::string> env = std::move(options.env);
   for (char** e = environ; *e; ++e) {
@@ -38,15 +84,26 @@ ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> arg
   argv.push_back(const_cast<char*>(path.c_str()));
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  static constexpr char kNoNetns[] = "ChildProcess: setns into the network namespace failed\n";
   pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ < 0) {
+    if (netns_fd >= 0) close(netns_fd);
+    close(out[0]);
+    close(out[1]);
+    throw std::runtime_error("fork failed");
+  }
   if (pid_ == 0) {
     dup2(out[1], STDOUT_FILENO);
-    const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int err = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (err >= 0) dup2(err, STDERR_FILENO);
+    if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) {
+      [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kNoNetns, sizeof kNoNetns - 1);
+      _exit(126);
+    }
     execve(path.c_str(), argv.data(), envp.data());
     _exit(127);
   }
+  if (netns_fd >= 0) close(netns_fd);
   close(out[1]);
   stdout_fd_ = out[0];
 }
@@ -138,19 +195,34 @@ bool ChildProcess::running() {
   return false;
 }
 
+bool ChildProcess::wait_exit(std::chrono::steady_clock::time_point deadline) {
+  // A pidfd becomes readable when the process exits: the wait is for that event, not a poll of
+  // waitpid. Without one (an old kernel) waitpid is polled.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  while (running()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      poll(&p, 1, static_cast<int>(left.count()));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  if (pidfd >= 0) close(pidfd);
+  return !running();
+}
+
 int ChildProcess::stop(int sig, std::chrono::milliseconds timeout) {
   if (!running()) return exit_status_;
   kill(pid_, sig);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (running()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid_, SIGKILL);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-      exit_status_ = 128 + SIGKILL;
-      break;
+  if (!wait_exit(std::chrono::steady_clock::now() + timeout)) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    exit_status_ = 128 + SIGKILL;
   }
   return exit_status_;
 }

@@ -7,12 +7,13 @@
 #include <fstream>
 
 #include "harness/frame_client.h"
+#include "harness/run_logs.h"
 
 namespace imhash::test {
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   if (options_.table_file.empty()) {
-    options_.table_file = "cluster_table." + std::to_string(getpid()) + ".json";
+    options_.table_file = RunLogs::dir() + "/cluster_table.json";
   }
   hash_.resize(static_cast<size_t>(options_.hash_servers));
   hash_addr_.resize(hash_.size());
@@ -24,7 +25,8 @@ void Cluster::start_hash(int i, const std::string& listen) {
   slot = std::make_unique<ChildProcess>(
       options_.binaries.hash_server,
       std::vector<std::string>{"--listen", listen, "--name", "hash" + std::to_string(i + 1),
-                               "--shards", std::to_string(options_.shards)});
+                               "--shards", std::to_string(options_.shards)},
+      ChildOptions{.name = "hash" + std::to_string(i + 1)});
   hash_addr_[static_cast<size_t>(i)] = slot->wait_listening()[0];
 }
 
@@ -52,7 +54,8 @@ void Cluster::start_login(std::vector<std::string> extra_args) {
     args.insert(args.end(), {"--rate-limit", "0"});
   }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  login_ = std::make_unique<ChildProcess>(options_.binaries.login_server, args);
+  login_ = std::make_unique<ChildProcess>(options_.binaries.login_server, args,
+                                          ChildOptions{.name = "login"});
   udp_port_ = port_of(login_->wait_listening()[0]);
 }
 

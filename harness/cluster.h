@@ -18,7 +18,7 @@ struct ClusterOptions {
   int shards = 2;
   int login_threads = 2;
   int timeout_ms = 100;
-  std::string table_file{};  // default: one per test process (ctest runs tests side by side)
+  std::string table_file{};  // default: cluster_table.json in the run's directory (RunLogs)
 };
 
 class Cluster {

@@ -11,6 +11,7 @@
 
 #include "common/token.h"
 #include "harness/frame_client.h"
+#include "harness/run_logs.h"
 #include "harness/wait_until.h"
 
 namespace imhash::test {
@@ -39,6 +40,10 @@ ConfigCluster::~ConfigCluster() {
 
 namespace {
 const std::vector<std::string> kMetrics = {"--metrics", "127.0.0.1:0"};
+
+// Every imctl call's stderr in one log of the run, without a start line each: the tests poll
+// `imctl status` many times a second, and only what imctl complained of is worth a line.
+ChildOptions imctl_options() { return ChildOptions{.stderr_log = RunLogs::path("imctl")}; }
 }  // namespace
 
 void ConfigCluster::start_config() {
@@ -69,9 +74,8 @@ void ConfigCluster::start_config(int i) {
   }
   add_cluster_key(args);
   args.insert(args.end(), options_.config_args.begin(), options_.config_args.end());
-  configs_[at] = std::make_unique<ChildProcess>(
-      options_.binaries.config_server, args,
-      ChildOptions{{}, "config_server" + (i ? std::to_string(i) : std::string()) + ".stderr.log"});
+  configs_[at] = std::make_unique<ChildProcess>(options_.binaries.config_server, args,
+                                                ChildOptions{.name = "cfg" + std::to_string(i)});
   const auto addrs = configs_[at]->wait_listening(options_.metrics ? 3 : 2);
   config_addrs_[at] = addrs[0];
   admin_addrs_[at] = addrs[1];
@@ -108,7 +112,7 @@ int ConfigCluster::leader() {
     if (!options_.admin_token_file.empty()) {
       args.insert(args.begin(), {"--token-file", options_.admin_token_file});
     }
-    ChildProcess p(options_.binaries.imctl, args);
+    ChildProcess p(options_.binaries.imctl, args, imctl_options());
     const std::string out = p.read_all();
     if (p.stop(0) != 0) continue;  // a standby answers 503
     boost::system::error_code ec;
@@ -132,16 +136,17 @@ void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
 void ConfigCluster::start_hash(int i) {
   const auto it = hash_addr_.find(i);
   const std::string listen = it == hash_addr_.end() ? "127.0.0.1:0" : it->second;
-  std::vector<std::string> args = {"--listen", listen,
-                                   "--name",   "hash" + std::to_string(i),
-                                   "--shards", std::to_string(options_.shards),
+  const std::string name = "hash" + std::to_string(i);
+  std::vector<std::string> args = {"--listen", listen,          "--name",
+                                   name,       "--shards",      std::to_string(options_.shards),
                                    "--config", config_address()};
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
   if (const auto extra = options_.hash_args.find(i); extra != options_.hash_args.end()) {
     args.insert(args.end(), extra->second.begin(), extra->second.end());
   }
   add_cluster_key(args);
-  hash_[i] = std::make_unique<ChildProcess>(options_.binaries.hash_server, args);
+  hash_[i] = std::make_unique<ChildProcess>(options_.binaries.hash_server, args,
+                                            ChildOptions{.name = name});
   const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
   hash_addr_[i] = addrs[0];
   if (options_.metrics) hash_metrics_[i] = addrs[1];
@@ -150,7 +155,6 @@ void ConfigCluster::start_hash(int i) {
                    [](const auto& c) { return c && c->running(); })) {
     return;
   }
-  const std::string name = "hash" + std::to_string(i);
   const bool registered = wait_until([&] {
     const auto status = imctl_json({"status"});
     for (const auto& n : status.as_object().at("nodes").as_array()) {
@@ -179,7 +183,8 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
   add_cluster_key(args);
-  login_[i] = std::make_unique<ChildProcess>(options_.binaries.login_server, args);
+  login_[i] = std::make_unique<ChildProcess>(options_.binaries.login_server, args,
+                                             ChildOptions{.name = "login" + std::to_string(i)});
   const auto addrs = login_[i]->wait_listening(options_.metrics ? 2 : 1);
   if (options_.metrics) login_metrics_[i] = addrs[1];
   return port_of(addrs[0]);
@@ -217,7 +222,7 @@ ImctlResult ConfigCluster::imctl(std::vector<std::string> args) {
   if (!options_.admin_token_file.empty()) {
     args.insert(args.begin(), {"--token-file", options_.admin_token_file});
   }
-  ChildProcess p(options_.binaries.imctl, args);
+  ChildProcess p(options_.binaries.imctl, args, imctl_options());
   ImctlResult r;
   r.out = p.read_all();
   r.exit_code = p.stop(0);

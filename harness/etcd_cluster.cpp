@@ -12,7 +12,6 @@
 #include <boost/json.hpp>
 #include <cerrno>
 #include <cstdlib>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "harness/http_get.h"
 #include "harness/log_file.h"
 #include "harness/loopback.h"
+#include "harness/run_logs.h"
 #include "harness/wait_until.h"
 
 namespace imhash::test {
@@ -131,6 +131,7 @@ EtcdCluster::EtcdCluster(size_t members) {
   remove_stale_dirs();
   static std::atomic<unsigned> clusters{0};  // several clusters in one test process
   dir_ = std::make_unique<TempDir>("etcd", std::to_string(clusters++));
+  log_stem_ = RunLogs::fresh_name("etcd");
   std::filesystem::create_directories(dir_->path);
   members_.resize(members);
   for (int attempt = 1;; ++attempt) {
@@ -183,7 +184,7 @@ void EtcdCluster::configure() {
     m.client_port = ports[2 * i];
     m.peer_port = ports[2 * i + 1];
     m.data_dir = dir_->path + "/" + m.name;
-    m.log = dir_->path + "/" + m.name + ".log";
+    m.log = RunLogs::path(log_stem_ + "." + m.name);
     m.wait_status = -1;
     std::filesystem::remove_all(m.data_dir);
     std::filesystem::remove(m.log);
@@ -373,15 +374,7 @@ void EtcdCluster::wait_quorum(std::chrono::milliseconds timeout) {
 }
 
 std::string EtcdCluster::log_tail(size_t i) const {
-  std::ifstream in(member(i).log);
-  std::deque<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(std::move(line));
-    if (lines.size() > kTailLines) lines.pop_front();
-  }
-  std::string out;
-  for (const auto& line : lines) out += line + '\n';
-  return out;
+  return tail_of_file(member(i).log, kTailLines);
 }
 
 std::string EtcdCluster::failure(size_t i, const std::string& what) const {

@@ -1,7 +1,9 @@
 // EtcdCluster: a real etcd cluster (Debian's etcd-server 3.4: /usr/bin/etcd, or $IMHASH_ETCD) of
 // N members on loopback for integration tests, in a fresh temporary directory holding each
-// member's data dir and log file, removed with the object (what test processes that died without
-// unwinding left is removed by the next cluster: etcd 3.4 preallocates 128 MB of WAL a member).
+// member's data dir, removed with the object (what test processes that died without unwinding
+// left is removed by the next cluster: etcd 3.4 preallocates 128 MB of WAL a member). Each
+// member's log is a file of the current run (harness/run_logs.h: etcd.m0.log, ...; a second
+// cluster in the same run etcd-2.m0.log), kept after the cluster is gone.
 // Members can be SIGKILLed and restarted on the same ports and data dir; every member still
 // running is SIGKILLed when the object dies, and each member also dies with the test process
 // (PR_SET_PDEATHSIG), so neither a failing test nor a test binary killed by ctest's timeout leaves
@@ -69,7 +71,8 @@ class EtcdCluster {
   std::string failure(size_t i, const std::string& what) const;
   const Member& member(size_t i) const;
 
-  std::string etcd_;  // the binary
+  std::string etcd_;      // the binary
+  std::string log_stem_;  // "etcd" (or "etcd-2", ...): the members log to RUN_DIR/STEM.mI.log
   std::unique_ptr<TempDir> dir_;
   std::vector<Member> members_;
   std::string token_;            // --initial-cluster-token

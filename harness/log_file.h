@@ -1,20 +1,20 @@
-// Log files of our own for the children of one test (ChildOptions::stderr_log; the default one is
-// shared by every test of the directory), and a bounded wait for a line in one. Test thread.
+// Log files of our own for the children of one test (ChildOptions::stderr_log: a file holding
+// nothing but that child's stderr, to read line by line), and a bounded wait for a line in one.
+// Test thread.
 #pragma once
-
-#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "harness/run_logs.h"
 #include "harness/wait_until.h"
 
 namespace imhash::test {
 
-inline std::string log_path(const std::string& what) {
-  return what + "." + std::to_string(getpid()) + ".stderr.log";
-}
+// RUN_DIR/WHAT.log in the current run's directory (harness/run_logs.h), recorded there, so that a
+// failing test prints its tail too.
+inline std::string log_path(const std::string& what) { return RunLogs::path(what); }
 
 inline std::string file_text(const std::string& path) {
   std::ifstream in(path);

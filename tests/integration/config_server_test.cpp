@@ -14,10 +14,10 @@
 #include "harness/config_cluster.h"
 #include "harness/frame_client.h"
 #include "harness/log_file.h"
-#include "tests/integration/sim_runs.h"
 #include "harness/tcp_proxy.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
+#include "tests/integration/sim_runs.h"
 
 using namespace imhash;
 using namespace imhash::test;
@@ -284,9 +284,8 @@ TEST_CASE("config_server: failover keeps a DOWN server that a copy of each recor
   REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);  // version 1
   REQUIRE(c.imctl({"replicas", "2"}).exit_code == 0);                    // version 2
   REQUIRE(c.wait_converged(2, 2));
-  // The config server's log is shared with the other tests (and earlier runs): only what is
-  // written from here on counts.
-  const std::string log = "config_server.stderr.log";
+  // Only what the config server logs from here on counts.
+  const std::string log = c.config().log_path();
   const size_t log_start = file_text(log).size();
   const auto logged_since = [&] {
     const std::string all = file_text(log);

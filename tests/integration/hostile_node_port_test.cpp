@@ -27,6 +27,7 @@
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/http_get.h"
+#include "harness/log_file.h"
 #include "harness/loopback.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
@@ -246,7 +247,7 @@ TEST_CASE("hostile node port: a second hash server under a live name waits, then
   c.start_config();
   c.start_hash(1);
   REQUIRE(c.imctl({"server", "add", "hash1"}).exit_code == 0);
-  const std::string log = "second_hash1." + std::to_string(getpid()) + ".log";
+  const std::string log = log_path("second_hash1");
   ChildProcess second(IMHASH_HASH_SERVER,
                       {"--listen", "127.0.0.1:0", "--name", "hash1", "--shards", "1", "--config",
                        c.config_address()},

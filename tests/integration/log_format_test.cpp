@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/child_process.h"
+#include "harness/log_file.h"
 
 using namespace imhash::test;
 
@@ -49,9 +50,8 @@ TEST_CASE("log_format: with --log-format json every daemon writes only JSON line
   const std::string pid = std::to_string(getpid());
   const std::string state = "json \"state\" \\dir." + pid;
   std::filesystem::remove_all(state);
-  const std::string config_log = "json_config." + pid + ".log",
-                    hash_log = "json_hash." + pid + ".log",
-                    login_log = "json_login." + pid + ".log", bad_log = "json_bad." + pid + ".log";
+  const std::string config_log = log_path("json_config"), hash_log = log_path("json_hash"),
+                    login_log = log_path("json_login"), bad_log = log_path("json_bad");
   for (const auto& f : {config_log, hash_log, login_log, bad_log}) std::filesystem::remove(f);
 
   {
