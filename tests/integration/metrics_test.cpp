@@ -2,13 +2,13 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
-#include <boost/json.hpp>
 #include <filesystem>
 #include <map>
 #include <sstream>
 
 #include "harness/child_process.h"
 #include "harness/http_get.h"
+#include "harness/udp_sim_run.h"
 #include "harness/wait_until.h"
 
 using namespace imhash::test;
@@ -54,11 +54,10 @@ TEST_CASE("metrics: every daemon's /metrics follows the load") {
 
   ChildProcess sim(IMHASH_UDP_SIM, {"--target", laddr[0], "--users", "3000", "--duration", "2",
                                     "--json", "--log-level", "warn"});
-  const std::string out = sim.read_all(std::chrono::seconds(60));
+  const UdpSimSummary summary = read_udp_sim_summary(sim, std::chrono::seconds(60));
   REQUIRE(sim.stop(0) == 0);
-  const auto summary = boost::json::parse(out.substr(out.find('{'))).as_object();
-  const double requests = summary.at("requests").to_number<double>();
-  const double ok = summary.at("status").as_object().at("OK").to_number<double>();
+  const auto requests = static_cast<double>(summary.requests);
+  const auto ok = static_cast<double>(summary.count("OK"));
   REQUIRE(requests > 0);
   // Counters are sampled twice a second, and the config server learns the records from the hash
   // server's heartbeats: wait until every figure has caught up with the finished load, then

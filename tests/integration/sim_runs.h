@@ -1,19 +1,20 @@
-// Runs of the real udp_sim for integration tests: a verified login storm, and a lookup of every
-// user without logging in (what a silent user's contacts see). Used from the test's thread.
+// Runs of the real udp_sim for integration tests, asserting with doctest: a verified login storm,
+// and a lookup of every user without logging in (what a silent user's contacts see). Thin
+// wrappers over the harness's udp_sim runs (harness/udp_sim_run.h), which hold the one parser of
+// its summary. Used from the test's thread.
 #pragma once
 
-#include <boost/json.hpp>
 #include <cstdint>
 #include <memory>
-#include <string_view>
 
 #include "harness/child_process.h"
+#include "harness/udp_sim_run.h"
 
 namespace imhash::test {
 
-// Waits (bounded) for udp_sim's JSON summary on stdout and parses it.
-boost::json::object run_sim(ChildProcess& sim);
-uint64_t number(const boost::json::object& o, std::string_view key);
+// Waits (bounded) for the JSON summary of a `udp_sim --json` (read_udp_sim_summary); the test
+// fails, with udp_sim's stderr tail, if none comes.
+UdpSimSummary summary_of(ChildProcess& sim);
 
 // `users` users from `first` log in once each through `udp` (a storm, verified: every LOGIN and
 // its LOOKUP answered OK), then stay silent.

@@ -23,6 +23,7 @@
 #include "common/client_protocol.h"
 #include "harness/child_process.h"
 #include "harness/loopback.h"
+#include "harness/udp_sim_run.h"
 #include "harness/wait_until.h"
 
 using namespace imhash;
@@ -207,17 +208,13 @@ struct SimRun {
   boost::json::object summary;
 };
 
-// Runs udp_sim with --json and returns its exit status and parsed summary (the only stdout line).
+// Runs udp_sim with --json and returns its exit status and parsed summary (harness/udp_sim_run.h:
+// the summary's one reader; a run without one throws, failing the test with udp_sim's stderr).
 SimRun run_json(std::vector<std::string> args, std::chrono::seconds budget) {
-  args.push_back("--json");
-  ChildProcess sim(IMHASH_UDP_SIM, args);
-  const std::string line = sim.wait_for_line("", budget);
+  test::UdpSim sim(std::move(args));
   SimRun r;
-  r.exit_code = wait_exit(sim, 10s);
-  CAPTURE(line);
-  REQUIRE(!line.empty());
-  REQUIRE(line.front() == '{');
-  r.summary = boost::json::parse(line).as_object();
+  r.summary = sim.wait(budget).json;
+  r.exit_code = sim.exit_code();
   return r;
 }
 
