@@ -38,13 +38,21 @@ ConfigCluster::~ConfigCluster() {
   std::filesystem::remove_all(options_.state_dir, ec);
 }
 
-namespace {
-const std::vector<std::string> kMetrics = {"--metrics", "127.0.0.1:0"};
+NodeHost ConfigCluster::host_of(const std::string& name) const {
+  const auto it = options_.hosts.find(name);
+  return it == options_.hosts.end() ? NodeHost{} : it->second;
+}
+
+std::string ConfigCluster::ip_of(const std::string& name) const {
+  const NodeHost h = host_of(name);
+  return h.address.empty() ? "127.0.0.1" : h.address;
+}
 
 // Every imctl call's stderr in one log of the run, without a start line each: the tests poll
 // `imctl status` many times a second, and only what imctl complained of is worth a line.
-ChildOptions imctl_options() { return ChildOptions{.stderr_log = RunLogs::path("imctl")}; }
-}  // namespace
+ChildOptions ConfigCluster::imctl_options() const {
+  return ChildOptions{.stderr_log = RunLogs::path("imctl"), .netns = host_of("imctl").netns};
+}
 
 void ConfigCluster::start_config() {
   for (int i = 0; i < options_.config_servers; ++i) start_config(i);
@@ -53,9 +61,17 @@ void ConfigCluster::start_config() {
 void ConfigCluster::start_config(int i) {
   const size_t at = static_cast<size_t>(i);
   const size_t n = static_cast<size_t>(std::max(options_.config_servers, 1));
-  config_addrs_.resize(n, "127.0.0.1:0");
-  admin_addrs_.resize(n, "127.0.0.1:0");
+  config_addrs_.resize(n);
+  admin_addrs_.resize(n);
   configs_.resize(n);
+  const std::string name = "cfg" + std::to_string(i);
+  const std::string ip = ip_of(name);
+  // The first start takes any ports; a restart the same ones.
+  for (size_t j = 0; j < n; ++j) {
+    const std::string any = ip_of("cfg" + std::to_string(j)) + ":0";
+    if (config_addrs_[j].empty()) config_addrs_[j] = any;
+    if (admin_addrs_[j].empty()) admin_addrs_[j] = any;
+  }
   std::vector<std::string> args = {"--listen",       config_addrs_.at(at),
                                    "--admin",        admin_addrs_.at(at),
                                    "--heartbeat-ms", std::to_string(options_.heartbeat_ms),
@@ -65,17 +81,18 @@ void ConfigCluster::start_config(int i) {
   if (options_.store.empty()) {
     args.insert(args.end(), {"--state-dir", options_.state_dir});
   } else {
-    args.insert(args.end(), {"--store", options_.store, "--name", "cfg" + std::to_string(i),
-                             "--lease-ttl-s", std::to_string(options_.lease_ttl_s)});
+    args.insert(args.end(), {"--store", options_.store, "--name", name, "--lease-ttl-s",
+                             std::to_string(options_.lease_ttl_s)});
   }
-  if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  if (options_.metrics) args.insert(args.end(), {"--metrics", ip + ":0"});
   if (!options_.admin_token_file.empty()) {
     args.insert(args.end(), {"--admin-token-file", options_.admin_token_file});
   }
   add_cluster_key(args);
   args.insert(args.end(), options_.config_args.begin(), options_.config_args.end());
-  configs_[at] = std::make_unique<ChildProcess>(options_.binaries.config_server, args,
-                                                ChildOptions{.name = "cfg" + std::to_string(i)});
+  configs_[at] =
+      std::make_unique<ChildProcess>(options_.binaries.config_server, args,
+                                     ChildOptions{.name = name, .netns = host_of(name).netns});
   const auto addrs = configs_[at]->wait_listening(options_.metrics ? 3 : 2);
   config_addrs_[at] = addrs[0];
   admin_addrs_[at] = addrs[1];
@@ -134,19 +151,23 @@ void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
 }
 
 void ConfigCluster::start_hash(int i) {
-  const auto it = hash_addr_.find(i);
-  const std::string listen = it == hash_addr_.end() ? "127.0.0.1:0" : it->second;
   const std::string name = "hash" + std::to_string(i);
+  const NodeHost host = host_of(name);
+  const auto it = hash_addr_.find(i);
+  // A restart listens where the first start did (with a fixed --listen: that again).
+  const std::string listen = !host.listen.empty()     ? host.listen
+                             : it == hash_addr_.end() ? ip_of(name) + ":0"
+                                                      : it->second;
   std::vector<std::string> args = {"--listen", listen,          "--name",
                                    name,       "--shards",      std::to_string(options_.shards),
                                    "--config", config_address()};
-  if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  if (options_.metrics) args.insert(args.end(), {"--metrics", ip_of(name) + ":0"});
   if (const auto extra = options_.hash_args.find(i); extra != options_.hash_args.end()) {
     args.insert(args.end(), extra->second.begin(), extra->second.end());
   }
   add_cluster_key(args);
   hash_[i] = std::make_unique<ChildProcess>(options_.binaries.hash_server, args,
-                                            ChildOptions{.name = name});
+                                            ChildOptions{.name = name, .netns = host.netns});
   const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
   hash_addr_[i] = addrs[0];
   if (options_.metrics) hash_metrics_[i] = addrs[1];
@@ -172,20 +193,24 @@ void ConfigCluster::start_hash(int i) {
 void ConfigCluster::kill_hash(int i) { hash_.at(i)->stop(SIGKILL); }
 
 uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--udp",     "127.0.0.1:0",
-                                   "--config",  config_address(),
-                                   "--name",    "login" + std::to_string(i),
-                                   "--threads", std::to_string(options_.login_threads)};
+  const std::string name = "login" + std::to_string(i);
+  const NodeHost host = host_of(name);
+  std::vector<std::string> args = {
+      "--udp",     host.listen.empty() ? ip_of(name) + ":0" : host.listen,
+      "--config",  config_address(),
+      "--name",    name,
+      "--threads", std::to_string(options_.login_threads)};
   // Every simulated user shares 127.0.0.1: no per-source limit unless the test sets one.
   if (std::find(extra.begin(), extra.end(), "--rate-limit") == extra.end()) {
     args.insert(args.end(), {"--rate-limit", "0"});
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  if (options_.metrics) args.insert(args.end(), kMetrics.begin(), kMetrics.end());
+  if (options_.metrics) args.insert(args.end(), {"--metrics", ip_of(name) + ":0"});
   add_cluster_key(args);
   login_[i] = std::make_unique<ChildProcess>(options_.binaries.login_server, args,
-                                             ChildOptions{.name = "login" + std::to_string(i)});
+                                             ChildOptions{.name = name, .netns = host.netns});
   const auto addrs = login_[i]->wait_listening(options_.metrics ? 2 : 1);
+  login_addr_[i] = addrs[0];
   if (options_.metrics) login_metrics_[i] = addrs[1];
   return port_of(addrs[0]);
 }

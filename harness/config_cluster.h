@@ -1,7 +1,8 @@
-// ConfigCluster: a config server, hash servers and login servers started for a test on loopback,
-// steered through the real imctl, with a fresh state directory. Heartbeats are fast (100 ms) so
-// tests of DOWN, convergence and purges take a second, not minutes. Every process is killed when
-// the fixture dies. Used from the test's thread.
+// ConfigCluster: a config server, hash servers and login servers started for a test on loopback
+// (or each on a host of its own in a network namespace: ConfigClusterOptions::hosts), steered
+// through the real imctl, with a fresh state directory. Heartbeats are fast (100 ms) so tests of
+// DOWN, convergence and purges take a second, not minutes. Every process is killed when the
+// fixture dies. Used from the test's thread.
 #pragma once
 
 #include <boost/json.hpp>
@@ -14,6 +15,15 @@
 #include "harness/child_process.h"
 
 namespace imhash::test {
+
+// Where one daemon runs, in a cluster of hosts in network namespaces (harness/netns.h).
+struct NodeHost {
+  std::string netns{};    // its network namespace (Hosts::netns(NAME)); "" this one
+  std::string address{};  // the IP it listens on and is reached at ("" 127.0.0.1)
+  // Set: its exact --listen (hash server) or --udp (login server), instead of ADDRESS:0 (for
+  // instance "0.0.0.0:7001", with an --advertise among its hash_args).
+  std::string listen{};
+};
 
 struct ConfigClusterOptions {
   Binaries binaries = Binaries::built_in();  // the programs started (another build: an A/B)
@@ -36,6 +46,12 @@ struct ConfigClusterOptions {
   std::string store{};
   int config_servers = 1;
   int lease_ttl_s = 2;  // with `store`
+  // By node name ("cfg0", "hash1", "login1"; "imctl": where imctl runs, which must reach the admin
+  // addresses): where each runs. A node not named runs here, on 127.0.0.1. Off loopback the
+  // daemons need credentials (admin_token_file, cluster_key_file: docs/security.md), and
+  // gets_served() and held(), which talk to the hash servers from the test's own namespace, do
+  // not reach hash servers in other namespaces.
+  std::map<std::string, NodeHost> hosts{};
 };
 
 struct ImctlResult {
@@ -59,7 +75,7 @@ class ConfigCluster {
   // hash server "hash<i>" (i from 1), registered with the config server.
   void start_hash(int i);
   void kill_hash(int i);
-  // login server "login<i>", returning its UDP port.
+  // login server "login<i>", returning its UDP port (login_address(i): the whole address).
   uint16_t start_login(int i, std::vector<std::string> extra = {});
 
   // A serving cluster: the config server, hash servers hash1..hashN added to the table, login1,
@@ -90,6 +106,7 @@ class ConfigCluster {
   const std::string& hash_address(int i) { return hash_addr_.at(i); }
   ChildProcess& hash(int i) { return *hash_.at(i); }
   ChildProcess& login(int i) { return *login_.at(i); }
+  const std::string& login_address(int i) { return login_addr_.at(i); }  // its UDP address
   ChildProcess& config(int i = 0) { return *configs_.at(static_cast<size_t>(i)); }
   // With options.metrics: each daemon's /metrics address ("" without).
   const std::string& config_metrics() const { return config_metrics_; }
@@ -99,6 +116,10 @@ class ConfigCluster {
  private:
   // --cluster-key-file and the --tls-* flags, as the options ask.
   void add_cluster_key(std::vector<std::string>& args) const;
+  // Where node `name` runs (options.hosts), and the IP it listens on.
+  NodeHost host_of(const std::string& name) const;
+  std::string ip_of(const std::string& name) const;
+  ChildOptions imctl_options() const;
   ConfigClusterOptions options_;
   std::vector<uint8_t> cluster_key_;  // the key in options_.cluster_key_file (for FrameClient)
   std::vector<std::unique_ptr<ChildProcess>> configs_;
@@ -107,6 +128,7 @@ class ConfigCluster {
   std::map<int, std::unique_ptr<ChildProcess>> hash_;
   std::map<int, std::string> hash_addr_;
   std::map<int, std::unique_ptr<ChildProcess>> login_;
+  std::map<int, std::string> login_addr_;
   std::string config_metrics_;
   std::map<int, std::string> hash_metrics_, login_metrics_;
 };

@@ -14,7 +14,7 @@ UdpSimSummary summary_of(ChildProcess& sim) {
   try {
     return read_udp_sim_summary(sim);
   } catch (const std::exception& e) {
-    FAIL(e.what());
+    FAIL(std::string(e.what()));
   }
   return {};  // not reached: FAIL throws
 }
@@ -37,7 +37,7 @@ UdpSimSummary storm(uint16_t udp, uint64_t first, uint64_t users,
   try {
     s = sim.wait();
   } catch (const std::exception& e) {
-    FAIL(e.what());
+    FAIL(std::string(e.what()));
   }
   exit_code = sim.exit_code();
   return s;

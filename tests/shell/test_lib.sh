@@ -1,4 +1,4 @@
-# Helpers for the shell-driven tests (deploy/package_test.sh, tests/integration/netns_test.sh):
+# Helpers for the shell-driven tests (deploy/package_test.sh):
 # the ctest exit codes (0 pass, 1 fail, 77 skipped), a log line with the test's name, and the
 # bounded wait for a daemon's "listening on" lines. Sourced; TEST_NAME and WORK are the caller's.
 # shellcheck shell=bash

@@ -1,5 +1,5 @@
 // lossy_relay: a UDP relay that loses and delays datagrams, a userspace stand-in for tc netem (used
-// by tests/integration/netns_test.sh on kernels without sch_netem).
+// by the harness, harness/netns.h Hosts::impaired_path, on kernels without sch_netem).
 //
 // Clients send to --listen. Each client address gets its own upstream socket, connected to
 // --target, so a reply arriving on that socket belongs to exactly that client and goes back to it
