@@ -65,6 +65,8 @@
 # BENCH_GUEST_HALT_POLL_NS
 # (KVM guests: the halt-polling window for the run, see below).
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 source "$(dirname "$0")/lib.sh"
 
 # KVM guests: cpuidle-haltpoll polls a few hundred microseconds before halting an idle vCPU. With

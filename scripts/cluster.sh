@@ -11,6 +11,8 @@
 # State (pids, logs, table.json, addresses) lives in $IMHASH_RUN (default: run/cluster in the repo).
 # The login server's UDP address is printed by start and status, and kept in $IMHASH_RUN/login.addr.
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 source "$(dirname "$0")/lib.sh"
 
 run="${IMHASH_RUN:-$IMHASH_ROOT/run/cluster}"

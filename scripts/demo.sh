@@ -6,12 +6,19 @@
 # kill -9 and restarted empty. Prints what happened, then stops everything it started. Installs and
 # builds what is missing (Debian 12, as root).
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 source "$(dirname "$0")/lib.sh"
 
 work=$(mktemp -d /tmp/imhash-demo.XXXXXX)
 trap 'stop_all; echo; echo "logs: $work"' EXIT
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: piped or redirected, plain text (no escape codes in a file).
+if [[ -t 1 ]]; then
+  say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  say() { printf '\n== %s\n' "$*"; }
+fi
 imctl() { "$IMHASH_BUILD/config_server/imctl" --admin "$ADMIN" "$@"; }
 records_of() { imctl --json servers | grep -o "\"name\":\"$1\"[^}]*\"records\":[0-9]*" | grep -o '[0-9]*$' || echo 0; }
 

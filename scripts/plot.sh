@@ -7,6 +7,8 @@
 #
 # Needs gnuplot (Debian: gnuplot-nox); installs it with apt-get when missing and run as root.
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 [[ $# -ge 2 ]] || usage

@@ -9,6 +9,8 @@
 #
 # Uses the binaries in build/ (IMHASH_BUILD), building them first unless IMHASH_NO_BUILD=1.
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 source "$(dirname "$0")/lib.sh"
 out=${1:-$IMHASH_ROOT/docs/live_reassignment.png}
 

@@ -3,6 +3,8 @@
 # present. Run as root (or with sudo available). Usage: scripts/setup.sh [--bench]
 #   --bench  also install what scripts/bench.sh compares against (redis-server, redis-tools)
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev

@@ -2,10 +2,14 @@
 # Builds imhash and runs its whole test suite through ctest (installing dependencies first), with
 # warnings as errors (-DIMHASH_WERROR=ON).
 # Usage: scripts/test.sh [--sanitize | --fuzz] [extra ctest arguments]
-#   (none)      release build in build/, unit + integration + fuzz-corpus replay tests
+#   (none)      optimised build in build/ (IMHASH_BUILD_TYPE, default RelWithDebInfo; CI: Release),
+#               unit + integration + fuzz-corpus replay tests
 #   --sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/
+#               (without precompiled headers: the tree where a missing #include still fails)
 #   --fuzz      the libFuzzer targets built with clang, each run for IMHASH_FUZZ_SECONDS, in build-fuzz/
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
@@ -15,7 +19,7 @@ case "$mode" in
     shift
     dir=build-asan
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON -DIMHASH_WERROR=ON \
-      >/dev/null
+      -DIMHASH_PCH=OFF >/dev/null
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     ;;
@@ -28,11 +32,17 @@ case "$mode" in
     ;;
   *)
     dir=build
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIMHASH_WERROR=ON >/dev/null
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${IMHASH_BUILD_TYPE:-RelWithDebInfo}" \
+      -DIMHASH_WERROR=ON >/dev/null
     ;;
 esac
 
+started=$SECONDS
 cmake --build "$dir" -j2
+built=$SECONDS
 cd "$dir"
 # Two at a time: the machines have two cores, and the integration tests start servers.
-ctest -j2 --output-on-failure "$@"
+status=0
+ctest -j2 --output-on-failure "$@" || status=$?
+echo "test.sh: $dir built in $((built - started)) s, the suite ran in $((SECONDS - built)) s"
+exit "$status"

@@ -6,6 +6,8 @@
 # mode 600. Every node of a cluster gets --tls-ca DIR/CA.pem, --tls-cert DIR/NODE.pem and
 # --tls-key DIR/NODE.key. Keep DIR/CA.key offline in production: nodes never need it.
 set -euo pipefail
+# --help: the comment above.
+[[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
 if [[ $# -lt 2 ]]; then
   echo "usage: $0 DIR CA [NODE...]" >&2
   exit 64

@@ -84,7 +84,7 @@ std::vector<DocCommand> extract_commands(const std::string& markdown) {
 }
 
 std::string read_doc() {
-  const std::string path = std::string(IMHASH_SOURCE_DIR) + "/docs/operations.md";
+  const std::string path = IMHASH_SOURCE_DIR "/docs/operations.md";
   std::ifstream f(path);
   if (!f) throw std::runtime_error("cannot read " + path);
   std::ostringstream s;
