@@ -60,7 +60,7 @@ class Redis {
   // redis-cli -p PORT ARGS..., its output; throws if it fails.
   std::string cli(std::vector<std::string> args,
                   std::chrono::milliseconds bound = std::chrono::minutes(10));
-  // INFO memory's used_memory_rss.
+  // Its resident set, bytes.
   uint64_t rss();
   uint16_t port() const { return port_; }
 

@@ -1,5 +1,7 @@
 #include "tools/bench/result_file.h"
 
+#include <charconv>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -54,7 +56,12 @@ void write(std::string& out, const boost::json::value& v, int depth) {
     bool flat = true;
     for (const auto& e : *a) flat = flat && (e.is_number() || e.is_bool() || e.is_null());
     if (flat || a->empty()) {
-      out += boost::json::serialize(v);
+      out += '[';
+      for (size_t i = 0; i < a->size(); ++i) {
+        if (i) out += ", ";
+        write(out, (*a)[i], depth);
+      }
+      out += ']';
       return;
     }
     out += '[';
@@ -67,6 +74,17 @@ void write(std::string& out, const boost::json::value& v, int depth) {
     }
     indent(out, depth);
     out += ']';
+  } else if (v.is_double()) {
+    // The shortest text that reads back as the same double ("0.55", "2127"), not Boost.JSON's
+    // "2.127E3"; JSON has no NaN or infinity.
+    const double d = v.get_double();
+    if (!std::isfinite(d)) {
+      out += "null";
+      return;
+    }
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, d);
+    out.append(buf, r.ptr);
   } else {
     out += boost::json::serialize(v);
   }
