@@ -60,6 +60,7 @@ std::string absolute(const std::string& path) {
 }
 
 struct Args {
+  std::string command;  // the command line, for the result (a table names what made it)
   std::string scenario;
   std::vector<std::string> sets;
   int rounds = 4;
@@ -118,6 +119,7 @@ int run(const Args& args, const Scenario& scenario) {
   boost::json::object doc;
   doc["scenario"] = std::string(scenario.name);
   doc["started_utc"] = stamp.iso;
+  doc["command"] = args.command;
   doc["commit"] = git_commit(source_dir);
   doc["build"] = ctx.self_dir;
   if (!args.base.empty()) {
@@ -187,6 +189,12 @@ int run(const Args& args, const Scenario& scenario) {
 
 int main(int argc, char** argv) {
   Args args;
+  args.command = "imhash_bench";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_of(" \t'\"\\$") == std::string::npos;
+    args.command += " " + (plain ? a : "'" + a + "'");
+  }
   po::options_description flags("options");
   flags.add_options()(
       "set", po::value(&args.sets)->composing(),
