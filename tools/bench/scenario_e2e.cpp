@@ -8,7 +8,8 @@
 //
 // Figures: {TOPOLOGY: {servers, replicas, keys, label, closed_loop: ab.h's alternate() object}}
 // with round figures requests_per_s, udp_limit_round_trips_per_s, ratio_to_udp_limit, p99_us,
-// errors. Each round starts a fresh cluster (its logs in TOPOLOGY-SIDE-roundN/).
+// errors; and series: [{round, side, csv: udp_sim's per-second time series}]. Each round starts a
+// fresh cluster (its logs in TOPOLOGY-SIDE-roundN/).
 #include "tools/bench/ab.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/e2e_cluster.h"
@@ -37,7 +38,8 @@ void run_e2e(Context& ctx) {
         format("== end to end, %s: udp_sim (closed loop, window %ld, one source "
                "socket) vs udp_limit, %g s each",
                topology.label().c_str(), static_cast<long>(window), seconds));
-    auto round = [&](const Side& side, int) {
+    boost::json::array series;
+    auto round = [&](const Side& side, int r) {
       RoundFigures f;
       f["udp_limit_round_trips_per_s"] = limit.round_trips_per_s(seconds, static_cast<int>(window));
       const E2eCluster cluster(side.binaries, topology, secrets);
@@ -46,7 +48,8 @@ void run_e2e(Context& ctx) {
       const SimSummary sim =
           run_sim(ctx.self.udp_sim,
                   {"--target", cluster.target(), "--users", std::to_string(users), "--duration",
-                   std::to_string(seconds), "--window", std::to_string(window), "--sockets", "1"},
+                   std::to_string(seconds), "--window", std::to_string(window), "--sockets", "1",
+                   "--csv", "udp_sim.csv"},
                   "udp_sim.progress");
       f["requests_per_s"] = sim.requests_per_s;
       f["ratio_to_udp_limit"] = sim.requests_per_s / f["udp_limit_round_trips_per_s"];
@@ -57,6 +60,7 @@ void run_e2e(Context& ctx) {
                  "%.2f   (p99 %lu us)",
                  sim.requests_per_s, f["udp_limit_round_trips_per_s"], f["ratio_to_udp_limit"],
                  static_cast<unsigned long>(sim.p99_us)));
+      series.push_back({{"round", r}, {"side", side.name}, {"csv", read_sim_csv("udp_sim.csv")}});
       return f;
     };
     boost::json::object o{{"servers", topology.servers},
@@ -64,6 +68,7 @@ void run_e2e(Context& ctx) {
                           {"keys", topology.keys},
                           {"label", topology.label()}};
     o["closed_loop"] = alternate(ctx, topology.name(), round);
+    o["series"] = std::move(series);
     ctx.result.figures[topology.name()] = std::move(o);
   }
 }
