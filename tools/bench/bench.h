@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "harness/binaries.h"
 
@@ -27,10 +27,18 @@ class Settings {
   int64_t integer(const std::string& key, int64_t fallback, std::string_view help);
   double real(const std::string& key, double fallback, std::string_view help);
   std::string text(const std::string& key, const std::string& fallback, std::string_view help);
+  // A list setting ("1,3" or "1 3"): its words, in order (recorded as the text given).
+  std::vector<std::string> words(const std::string& key, const std::string& fallback,
+                                 std::string_view help);
+  // The same, each word an integer (throws std::invalid_argument naming the key otherwise).
+  std::vector<int64_t> integers(const std::string& key, const std::string& fallback,
+                                std::string_view help);
   // What was read, with its value, for the result; and the keys given but never read.
   const boost::json::object& used() const { return used_; }
   std::vector<std::string> unread() const;
-  // With --help SCENARIO: only collect the help lines (the scenario is not run).
+  // With --help SCENARIO: only collect the help lines (the scenario is not run). A scenario
+  // therefore reads every setting first and returns when `describing` is set, before it starts
+  // anything.
   bool describing = false;
   const std::vector<std::string>& help_lines() const { return help_; }
 
@@ -57,9 +65,12 @@ class Result {
   boost::json::array report_;
 };
 
+// printf into a std::string, for Result::say lines.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 // What a scenario is given.
 struct Context {
-  test::Binaries self;                // the build under test
+  test::Binaries self;                 // the build under test
   std::optional<test::Binaries> base;  // --base DIR: the build to compare it with, if given
   std::string self_dir, base_dir;      // their build directories (for the result)
   std::string source_dir;              // the repository (for ../shared/bench and scripts/)
@@ -67,6 +78,20 @@ struct Context {
   int rounds = 4;                      // --rounds: alternated rounds of an A/B (or repeats)
   Settings& settings;
   Result& result;
+};
+
+// Runs a scenario's step in a subdirectory of the work directory (made if need be): the harness
+// writes its children's logs and state into the current directory, so each cluster of a run keeps
+// its own (e2e's "hash1-base-round2"). Restores the previous directory when it goes.
+class InDirectory {
+ public:
+  explicit InDirectory(const std::string& path);
+  ~InDirectory();
+  InDirectory(const InDirectory&) = delete;
+  InDirectory& operator=(const InDirectory&) = delete;
+
+ private:
+  std::string previous_;
 };
 
 struct Scenario {
@@ -81,7 +106,7 @@ struct Scenario {
 const std::map<std::string_view, Scenario>& scenarios();
 bool register_scenario(Scenario scenario);
 
-#define IMHASH_BENCH_SCENARIO(NAME, SUMMARY, FUNCTION)                       \
+#define IMHASH_BENCH_SCENARIO(NAME, SUMMARY, FUNCTION)                    \
   static const bool imhash_bench_registered_##FUNCTION [[maybe_unused]] = \
       ::imhash::bench::register_scenario({NAME, SUMMARY, &FUNCTION})
 
