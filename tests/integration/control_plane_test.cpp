@@ -18,8 +18,8 @@
 #include "harness/config_cluster.h"
 #include "harness/etcd_cluster.h"
 #include "harness/http_get.h"
-#include "tests/integration/sim_runs.h"
 #include "harness/wait_until.h"
+#include "tests/integration/sim_runs.h"
 
 using namespace imhash::test;
 namespace json = boost::json;

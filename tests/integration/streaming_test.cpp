@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "harness/config_cluster.h"
-#include "tests/integration/sim_runs.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
+#include "tests/integration/sim_runs.h"
 
 using namespace imhash;
 using namespace imhash::test;

@@ -21,8 +21,8 @@
 #include "harness/log_file.h"
 #include "harness/loopback.h"
 #include "harness/tcp_proxy.h"
-#include "harness/udp_client.h"
 #include "harness/tls_certs.h"
+#include "harness/udp_client.h"
 #include "harness/wait_until.h"
 
 using namespace imhash;

@@ -11,8 +11,8 @@
 
 #include "common/options.h"
 #include "config_server/file_state_store.h"
-#include "tests/sample_tables.h"
 #include "harness/temp_dir.h"
+#include "tests/sample_tables.h"
 
 using namespace imhash;
 namespace fs = std::filesystem;
@@ -45,8 +45,10 @@ TEST_CASE("state_store: pending purges are written with the table and read back"
   {
     FileStateStore store(dir.path);
     CHECK(store.pending_purges().empty());
-    REQUIRE(store.commit(test::ring_of(1, {"hash1", "hash2"}), "server added hash1 hash2", {}) == "");
-    REQUIRE(store.commit(test::ring_of(2, {"hash1", "hash2", "hash3"}), "server added hash3", first) == "");
+    REQUIRE(store.commit(test::ring_of(1, {"hash1", "hash2"}), "server added hash1 hash2", {}) ==
+            "");
+    REQUIRE(store.commit(test::ring_of(2, {"hash1", "hash2", "hash3"}), "server added hash3",
+                         first) == "");
     CHECK(store.pending_purges() == first);
   }
   {
