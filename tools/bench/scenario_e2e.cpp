@@ -45,21 +45,21 @@ void run_e2e(Context& ctx) {
       const E2eCluster cluster(side.binaries, topology, secrets);
       // One source socket, as the yardstick's client has: the login server runs one thread, so
       // more sockets would only add system calls to the load generator sharing these cores.
-      const SimSummary sim =
+      const UdpSimSummary sim =
           run_sim(ctx.self.udp_sim,
                   {"--target", cluster.target(), "--users", std::to_string(users), "--duration",
                    std::to_string(seconds), "--window", std::to_string(window), "--sockets", "1",
                    "--csv", "udp_sim.csv"},
-                  "udp_sim.progress");
+                  "udp_sim");
       f["requests_per_s"] = sim.requests_per_s;
       f["ratio_to_udp_limit"] = sim.requests_per_s / f["udp_limit_round_trips_per_s"];
-      f["p99_us"] = static_cast<double>(sim.p99_us);
-      f["errors"] = static_cast<double>(sim.errors);
+      f["p99_us"] = static_cast<double>(sim.latency_us.p99);
+      f["errors"] = static_cast<double>(errors_of(sim));
       ctx.result.say(
           format("   imhash %8.0f requests/s   udp_limit %8.0f round trips/s   ratio "
                  "%.2f   (p99 %lu us)",
                  sim.requests_per_s, f["udp_limit_round_trips_per_s"], f["ratio_to_udp_limit"],
-                 static_cast<unsigned long>(sim.p99_us)));
+                 static_cast<unsigned long>(sim.latency_us.p99)));
       series.push_back({{"round", r}, {"side", side.name}, {"csv", read_sim_csv("udp_sim.csv")}});
       return f;
     };

@@ -19,19 +19,20 @@
 namespace imhash::bench {
 namespace {
 
-std::string latency_line(const SimSummary& s) {
+std::string latency_line(const UdpSimSummary& s) {
+  const auto& l = s.latency_us;
   return format("p50 %5lu us  p99 %5lu us  p999 %5lu us  max %5lu us  errors %lu  (%.0f/s)",
-                static_cast<unsigned long>(s.p50_us), static_cast<unsigned long>(s.p99_us),
-                static_cast<unsigned long>(s.p999_us), static_cast<unsigned long>(s.max_us),
-                static_cast<unsigned long>(s.errors), s.requests_per_s);
+                static_cast<unsigned long>(l.p50), static_cast<unsigned long>(l.p99),
+                static_cast<unsigned long>(l.p999), static_cast<unsigned long>(l.max),
+                static_cast<unsigned long>(errors_of(s)), s.requests_per_s);
 }
 
-void add(RoundFigures& f, const std::string& prefix, const SimSummary& s) {
-  f[prefix + "p50_us"] = static_cast<double>(s.p50_us);
-  f[prefix + "p99_us"] = static_cast<double>(s.p99_us);
-  f[prefix + "p999_us"] = static_cast<double>(s.p999_us);
-  f[prefix + "max_us"] = static_cast<double>(s.max_us);
-  f[prefix + "errors"] = static_cast<double>(s.errors);
+void add(RoundFigures& f, const std::string& prefix, const UdpSimSummary& s) {
+  f[prefix + "p50_us"] = static_cast<double>(s.latency_us.p50);
+  f[prefix + "p99_us"] = static_cast<double>(s.latency_us.p99);
+  f[prefix + "p999_us"] = static_cast<double>(s.latency_us.p999);
+  f[prefix + "max_us"] = static_cast<double>(s.latency_us.max);
+  f[prefix + "errors"] = static_cast<double>(errors_of(s));
   f[prefix + "requests_per_s"] = s.requests_per_s;
 }
 
@@ -61,22 +62,22 @@ void run_latency(Context& ctx) {
     boost::json::array series;
     auto round = [&](const Side& side, int r) {
       RoundFigures f;
-      SimSummary echo;
+      UdpSimSummary echo;
       {
         const UdpLimit::Echo server(limit.binary());
         std::vector<std::string> args = {"--target", "127.0.0.1:" + std::to_string(server.port()),
                                          "--echo"};
         args.insert(args.end(), load.begin(), load.end());
-        echo = run_sim(ctx.self.udp_sim, args, "udp_sim_echo.progress");
+        echo = run_sim(ctx.self.udp_sim, args, "udp_sim_echo");
       }
       add(f, "echo_", echo);
       ctx.result.say("   bare UDP echo (udp_limit server): " + latency_line(echo));
       const E2eCluster cluster(side.binaries, topology, secrets);
       std::vector<std::string> args = {"--target", cluster.target(), "--csv", "udp_sim.csv"};
       args.insert(args.end(), load.begin(), load.end());
-      const SimSummary sim = run_sim(ctx.self.udp_sim, args, "udp_sim.progress");
+      const UdpSimSummary sim = run_sim(ctx.self.udp_sim, args, "udp_sim");
       add(f, "", sim);
-      f["p99_over_echo"] = echo.p99_us ? f["p99_us"] / f["echo_p99_us"] : 0;
+      f["p99_over_echo"] = echo.latency_us.p99 ? f["p99_us"] / f["echo_p99_us"] : 0;
       ctx.result.say("   imhash:                           " + latency_line(sim));
       series.push_back({{"round", r}, {"side", side.name}, {"csv", read_sim_csv("udp_sim.csv")}});
       return f;

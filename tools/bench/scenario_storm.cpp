@@ -31,10 +31,10 @@ uint64_t field(const boost::json::object& o, std::string_view key) {
 }
 
 // The statuses other than OK that ended some requests, {STATUS: count}.
-boost::json::object others(const boost::json::object& status) {
+boost::json::object others(const std::map<std::string, uint64_t>& status) {
   boost::json::object out;
   for (const auto& [name, count] : status) {
-    if (name != "OK" && count.is_number() && count.to_number<uint64_t>() > 0) out[name] = count;
+    if (name != "OK" && count > 0) out[name] = count;
   }
   return out;
 }
@@ -91,11 +91,11 @@ boost::json::object storm_once(Context& ctx, const test::Binaries& binaries,
   E2eTopology topology{1, 1, "off", static_cast<int>(shards), true};
   const E2eSecrets secrets(ctx.work_dir, false);
   E2eCluster cluster(binaries, topology, secrets);
-  const SimSummary sim =
+  const UdpSimSummary sim =
       run_sim(ctx.self.udp_sim,
               {"--target", cluster.target(), "--users", std::to_string(users), "--storm",
                "--verify", "--duration", std::to_string(bound_s), "--sockets", "1"},
-              "storm.progress");
+              "storm");
   // The hash server samples its shards' turn counters every 500 ms: the page holds the whole
   // storm once two samples agree (bounded; a short storm ends between two samples).
   const std::string metrics = cluster.cluster().hash_metrics(1);
@@ -113,26 +113,23 @@ boost::json::object storm_once(Context& ctx, const test::Binaries& binaries,
   boost::json::array buckets;
   turns(page, longest, buckets);
 
-  const auto& ops = sim.json.at("ops").as_object();
-  const auto& login = ops.at("LOGIN").as_object();
-  const auto& lookup = ops.at("LOOKUP").as_object();
-  const auto& verify = sim.json.at("verify").as_object();
-  const auto& llat = login.at("latency_us").as_object();
+  const test::UdpSimOp& login = sim.op("LOGIN");
+  const test::UdpSimOp& lookup = sim.op("LOOKUP");
   boost::json::object o{{"shards", shards}, {"side", side}, {"users", users}};
-  o["login"] = {{"requests", field(login, "requests")},
-                {"ok", field(login.at("status").as_object(), "OK")},
-                {"other_statuses", others(login.at("status").as_object())},
-                {"no_reply", field(login, "no_reply") + field(login, "abandoned")},
-                {"retries", field(login, "retries")},
-                {"p50_us", field(llat, "p50")},
-                {"p99_us", field(llat, "p99")},
-                {"p999_us", field(llat, "p999")},
-                {"max_us", field(llat, "max")}};
-  o["lookup"] = {{"requests", field(lookup, "requests")},
-                 {"found", field(verify, "verified_ok")},
-                 {"lost", field(verify, "verify_failed")},
-                 {"unjudged", field(verify, "unjudged")},
-                 {"other_statuses", others(lookup.at("status").as_object())}};
+  o["login"] = {{"requests", login.requests},
+                {"ok", login.count("OK")},
+                {"other_statuses", others(login.status)},
+                {"no_reply", login.no_reply + login.abandoned},
+                {"retries", login.retries},
+                {"p50_us", login.latency_us.p50},
+                {"p99_us", login.latency_us.p99},
+                {"p999_us", login.latency_us.p999},
+                {"max_us", login.latency_us.max}};
+  o["lookup"] = {{"requests", lookup.requests},
+                 {"found", sim.verify.verified_ok},
+                 {"lost", sim.verify.verify_failed},
+                 {"unjudged", sim.verify.unjudged},
+                 {"other_statuses", others(lookup.status)}};
   o["elapsed_s"] = sim.elapsed_s;
   o["requests_per_s"] = sim.requests_per_s;
   o["longest_turn_ms"] = longest;
