@@ -143,6 +143,21 @@ int ConfigCluster::leader() {
   return -1;
 }
 
+std::unique_ptr<ChildProcess> ConfigCluster::start_node(const std::string& binary,
+                                                        const std::string& name,
+                                                        std::vector<std::string> args,
+                                                        std::string& address,
+                                                        std::string& metrics) const {
+  if (options_.metrics) args.insert(args.end(), {"--metrics", ip_of(name) + ":0"});
+  add_cluster_key(args);
+  auto node = std::make_unique<ChildProcess>(
+      binary, std::move(args), ChildOptions{.name = name, .netns = host_of(name).netns});
+  const auto addrs = node->wait_listening(options_.metrics ? 2 : 1);
+  address = addrs[0];
+  if (options_.metrics) metrics = addrs[1];
+  return node;
+}
+
 void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
   if (!options_.cluster_key_file.empty()) {
     args.insert(args.end(), {"--cluster-key-file", options_.cluster_key_file});
@@ -161,16 +176,11 @@ void ConfigCluster::start_hash(int i) {
   std::vector<std::string> args = {"--listen", listen,          "--name",
                                    name,       "--shards",      std::to_string(options_.shards),
                                    "--config", config_address()};
-  if (options_.metrics) args.insert(args.end(), {"--metrics", ip_of(name) + ":0"});
   if (const auto extra = options_.hash_args.find(i); extra != options_.hash_args.end()) {
     args.insert(args.end(), extra->second.begin(), extra->second.end());
   }
-  add_cluster_key(args);
-  hash_[i] = std::make_unique<ChildProcess>(options_.binaries.hash_server, args,
-                                            ChildOptions{.name = name, .netns = host.netns});
-  const auto addrs = hash_[i]->wait_listening(options_.metrics ? 2 : 1);
-  hash_addr_[i] = addrs[0];
-  if (options_.metrics) hash_metrics_[i] = addrs[1];
+  hash_[i] = start_node(options_.binaries.hash_server, name, std::move(args), hash_addr_[i],
+                        hash_metrics_[i]);
   // Registered with the config server (so `imctl server add hashN` knows its address)?
   if (std::none_of(configs_.begin(), configs_.end(),
                    [](const auto& c) { return c && c->running(); })) {
@@ -205,14 +215,9 @@ uint16_t ConfigCluster::start_login(int i, std::vector<std::string> extra) {
     args.insert(args.end(), {"--rate-limit", "0"});
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  if (options_.metrics) args.insert(args.end(), {"--metrics", ip_of(name) + ":0"});
-  add_cluster_key(args);
-  login_[i] = std::make_unique<ChildProcess>(options_.binaries.login_server, args,
-                                             ChildOptions{.name = name, .netns = host.netns});
-  const auto addrs = login_[i]->wait_listening(options_.metrics ? 2 : 1);
-  login_addr_[i] = addrs[0];
-  if (options_.metrics) login_metrics_[i] = addrs[1];
-  return port_of(addrs[0]);
+  login_[i] = start_node(options_.binaries.login_server, name, std::move(args), login_addr_[i],
+                         login_metrics_[i]);
+  return port_of(login_addr_[i]);
 }
 
 uint16_t ConfigCluster::start_serving(int hash_servers) {

@@ -120,6 +120,12 @@ class ConfigCluster {
   NodeHost host_of(const std::string& name) const;
   std::string ip_of(const std::string& name) const;
   ChildOptions imctl_options() const;
+  // Starts `binary` as node `name` on its host with `args`, plus --metrics and the cluster key
+  // as the options say; waits for its listening lines: `address` gets the first, `metrics` the
+  // /metrics one (with options.metrics).
+  std::unique_ptr<ChildProcess> start_node(const std::string& binary, const std::string& name,
+                                           std::vector<std::string> args, std::string& address,
+                                           std::string& metrics) const;
   ConfigClusterOptions options_;
   std::vector<uint8_t> cluster_key_;  // the key in options_.cluster_key_file (for FrameClient)
   std::vector<std::unique_ptr<ChildProcess>> configs_;

@@ -185,7 +185,7 @@ TEST_CASE("config_server: login servers started without --name register under di
   REQUIRE(gethostname(host, sizeof host - 1) == 0);
   std::string short_host(host);
   short_host = short_host.substr(0, short_host.find('.'));
-  const auto suffix = [](uint16_t port) { return "-" + std::to_string(port); };
+  const auto suffix = [](uint16_t port) { return std::string("-").append(std::to_string(port)); };
   std::vector<std::string> names;
   const bool both = wait_until([&] {
     names.clear();

@@ -585,7 +585,7 @@ TEST_CASE("admin_http: bad ids in /v1/where are 400") {
   for (const char* id : {"abc", "-1", "18446744073709551616", "1.0", "%31", "+5", "0x1f"}) {
     AdminResult r = call(b, verb::get, std::string("/v1/where/") + id);
     CHECK(r.status == 400);
-    CHECK(error_of(r) == "\"" + std::string(id) +
+    CHECK(error_of(r) == std::string("\"") + id +
                              "\" is not an id: expected a decimal integer between 0 and "
                              "18446744073709551615");
   }

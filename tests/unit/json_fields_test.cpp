@@ -120,7 +120,8 @@ TEST_CASE("json_fields: strings, numbers and choices") {
   // Values quoted back are cut after 64 bytes, other bytes shown as \xNN.
   CHECK(choose(R"({"v": "a\u0001b"})") == R"("v" must be "red", "green" or "blue" (got "a\x01b"))");
   CHECK(choose("{\"v\": \"" + std::string(100, 'z') + "\"}") ==
-        R"("v" must be "red", "green" or "blue" (got ")" + std::string(64, 'z') + R"(..."))");
+        std::string(R"("v" must be "red", "green" or "blue" (got ")") + std::string(64, 'z') +
+            R"(..."))");
 }
 
 TEST_CASE("json_fields: nested objects and arrays name members by their full path") {

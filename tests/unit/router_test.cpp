@@ -301,7 +301,7 @@ TEST_CASE("router: ring edge cases") {
   Table big;
   big.mode = RoutingMode::kRing;
   for (uint32_t i = 0; i < kMaxServers; ++i)
-    big.servers.push_back({"s" + std::to_string(i), "", 1, 1});
+    big.servers.push_back({std::string("s").append(std::to_string(i)), "", 1, 1});
   big.servers[0].weight = big.servers[1].weight = big.servers[2].weight = kMaxWeight;  // total 4021
   REQUIRE(validate(big) == "");
   auto router = Router::compile(big);

@@ -22,6 +22,10 @@ std::string E2eTopology::label() const {
   return s;
 }
 
+boost::json::object E2eTopology::figures() const {
+  return {{"servers", servers}, {"replicas", replicas}, {"keys", keys}, {"label", label()}};
+}
+
 std::vector<E2eTopology> read_topologies(Settings& settings) {
   const auto servers = settings.integers("servers", "1,3", "cluster sizes: hash servers, in turn");
   const auto replicas =

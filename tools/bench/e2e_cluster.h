@@ -7,6 +7,7 @@
 // each record has `replicas` copies. Main thread only.
 #pragma once
 
+#include <boost/json.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,8 @@ struct E2eTopology {
   std::string name() const;
   // "1 hash server(s) (1 shard each), 1 login thread, cluster key on"
   std::string label() const;
+  // {servers, replicas, keys, label}: what a result says of the topology it measured.
+  boost::json::object figures() const;
 };
 
 // The topologies a run measures, from its settings `servers` (cluster sizes), `replicas` and

@@ -82,10 +82,7 @@ void run_latency(Context& ctx) {
       series.push_back({{"round", r}, {"side", side.name}, {"csv", read_sim_csv("udp_sim.csv")}});
       return f;
     };
-    boost::json::object o{{"servers", topology.servers},
-                          {"replicas", topology.replicas},
-                          {"keys", topology.keys},
-                          {"label", topology.label()}};
+    boost::json::object o = topology.figures();
     o["open_loop"] = alternate(ctx, topology.name(), round);
     o["series"] = std::move(series);
     ctx.result.figures[topology.name()] = std::move(o);
