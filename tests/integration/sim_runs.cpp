@@ -78,7 +78,10 @@ void check_load(ChildProcess& sim) {
   CHECK(s.verify.result == "pass");
   const UdpSimOp& lookups = s.op("LOOKUP");
   uint64_t answered = 0;
-  for (const auto& [name, n] : lookups.status) {
+  // Not a structured binding: clang 14 cannot capture one in CAPTURE's lambda.
+  for (const auto& entry : lookups.status) {
+    const std::string& name = entry.first;
+    const uint64_t n = entry.second;
     CAPTURE(name);
     CAPTURE(n);
     if (name != "OK" && name != "NOT_FOUND") CHECK(n == 0);
