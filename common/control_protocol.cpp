@@ -316,7 +316,7 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
   } else if (type == "auth_proof") {
     o.need("proof").string(m.emplace<AuthProof>().proof);
   } else {
-    error = "unknown message type " + quoted(type);
+    error = "unknown message type " + quoted_value(type);
     return false;
   }
   if (!o.ok()) {

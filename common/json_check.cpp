@@ -94,7 +94,7 @@ std::optional<json::value> parse_strict_json(std::string_view text, std::string&
   if (!c.ok(text)) {
     const std::string at = json_position(text, c.used);
     if (!c.duplicate.empty()) {
-      error = "duplicate key " + quoted(c.duplicate) + " at " + at +
+      error = "duplicate key " + quoted_value(c.duplicate) + " at " + at +
               " (each key may appear once in an object)";
     } else if (c.error) {
       error = "invalid JSON at " + at + ": " + c.error.message();

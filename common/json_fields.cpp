@@ -32,7 +32,7 @@ const char* json_kind(const json::value& v) {
 }
 
 std::string json_shown(const json::value& v) {
-  if (const json::string* s = v.if_string()) return quoted(std::string_view(*s));
+  if (const json::string* s = v.if_string()) return quoted_value(std::string_view(*s));
   return printable(json::serialize(v), 64);
 }
 
@@ -50,7 +50,7 @@ std::string JsonLocation::path() const {
 // ---- JsonValue ----------------------------------------------------------------------------------
 
 bool JsonValue::fail(std::string_view rule) {
-  if (error_->empty()) *error_ = quoted(path()) + " " + std::string(rule);
+  if (error_->empty()) *error_ = quoted_value(path()) + " " + std::string(rule);
   return false;
 }
 
@@ -171,8 +171,8 @@ bool JsonObject::finish() {
       if (!expected.empty()) expected += ", ";
       expected += k;
     }
-    *error_ =
-        "unknown key " + quoted(JsonLocation{&at_, key}.path()) + " (expected " + expected + ")";
+    *error_ = "unknown key " + quoted_value(JsonLocation{&at_, key}.path()) + " (expected " +
+              expected + ")";
     return false;
   }
   return true;

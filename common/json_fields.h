@@ -38,8 +38,8 @@ namespace imhash {
 
 // A value's kind with its article, for error sentences: "a string", "an array", "null", ...
 const char* json_kind(const boost::json::value& v);
-// A value from the input quoted back in an error sentence: a string as quoted() shows it (cut at
-// 64 bytes, \xNN for other bytes), anything else as its JSON text, cut the same way.
+// A value from the input quoted back in an error sentence: a string as quoted_value() shows it (cut
+// at 64 bytes, \xNN for other bytes), anything else as its JSON text, cut the same way.
 std::string json_shown(const boost::json::value& v);
 
 enum class UnknownKeys : uint8_t { kReject, kIgnore };

@@ -22,6 +22,6 @@ std::string printable(std::string_view text, size_t max_bytes) {
   return out;
 }
 
-std::string quoted(std::string_view text) { return "\"" + printable(text, 64) + "\""; }
+std::string quoted_value(std::string_view text) { return "\"" + printable(text, 64) + "\""; }
 
 }  // namespace imhash

@@ -11,7 +11,8 @@ namespace imhash {
 // with "...".
 std::string printable(std::string_view text, size_t max_bytes = 80);
 
-// printable(text, 64) in double quotes: how error sentences quote a value back.
-std::string quoted(std::string_view text);
+// printable(text, 64) in double quotes: how error sentences quote a value back. (Not named
+// `quoted`: std::quoted, found by argument-dependent lookup for a std::string, would win.)
+std::string quoted_value(std::string_view text);
 
 }  // namespace imhash

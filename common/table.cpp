@@ -44,14 +44,14 @@ std::string validate(const Table& table) {
     const ServerInfo& s = table.servers[i];
     std::string where = "servers[" + std::to_string(i) + "]";
     if (!is_valid_server_name(s.name)) {
-      return where + " has the name " + quoted(s.name) + "; a name is " +
+      return where + " has the name " + quoted_value(s.name) + "; a name is " +
              std::string(kServerNameRule);
     }
     where += " (" + s.name + ")";
     for (size_t j = 0; j < i; ++j) {
       if (table.servers[j].name == s.name) {
-        return "server name " + quoted(s.name) + " appears twice (servers[" + std::to_string(j) +
-               "] and servers[" + std::to_string(i) + "])";
+        return "server name " + quoted_value(s.name) + " appears twice (servers[" +
+               std::to_string(j) + "] and servers[" + std::to_string(i) + "])";
       }
       if (!s.address.empty() && table.servers[j].address == s.address) {
         return "servers " + table.servers[j].name + " and " + s.name + " have the same address " +
@@ -60,7 +60,7 @@ std::string validate(const Table& table) {
     }
     if (std::string problem = s.address.empty() ? "" : check_host_port(s.address);
         !problem.empty()) {
-      return where + ": address " + quoted(s.address) + " " + problem;
+      return where + ": address " + quoted_value(s.address) + " " + problem;
     }
     if (s.shards == 0 || s.shards > kMaxShards) {
       return where + " has " + std::to_string(s.shards) + " shards; it needs 1 to " +
@@ -105,7 +105,7 @@ std::string validate(const Table& table) {
     const IdRange& r = table.ranges[i];
     if (r.lo > r.hi) return where(i) + " ends before it starts";
     if (table.server_index(r.server) < 0) {
-      return where(i) + " names the unknown server " + quoted(r.server);
+      return where(i) + " names the unknown server " + quoted_value(r.server);
     }
   }
   for (size_t i = 1; i < table.ranges.size(); ++i) {

@@ -55,7 +55,7 @@ TableResult assign_range(const Table& table, uint64_t lo, uint64_t hi, std::stri
                                 ": it ends before it starts");
   if (table.server_index(server) < 0) {
     return TableResult::failure("cannot assign " + format_id_range(lo, hi) +
-                                ": there is no server named " + quoted(server));
+                                ": there is no server named " + quoted_value(server));
   }
   Table out = table;
   out.ranges.clear();
@@ -145,21 +145,21 @@ TableResult set_mode(const Table& table, RoutingMode mode) {
 
 TableResult add_server(const Table& table, ServerInfo server) {
   if (table.find_server(server.name)) {
-    return TableResult::failure("cannot add server " + quoted(server.name) +
+    return TableResult::failure("cannot add server " + quoted_value(server.name) +
                                 ": a server of that name exists");
   }
   Table out = table;
   std::string name = server.name;
   out.servers.push_back(std::move(server));
   TableResult result = TableResult::checked(std::move(out));
-  if (!result.ok()) result.error = "cannot add server " + quoted(name) + ": " + result.error;
+  if (!result.ok()) result.error = "cannot add server " + quoted_value(name) + ": " + result.error;
   return result;
 }
 
 TableResult set_server(const Table& table, std::string_view name,
                        const std::optional<std::string>& address,
                        const std::optional<uint32_t>& weight) {
-  const std::string what = "cannot change server " + quoted(name);
+  const std::string what = "cannot change server " + quoted_value(name);
   const int index = table.server_index(name);
   if (index < 0) return TableResult::failure(what + ": there is no server of that name");
   Table out = table;
@@ -174,7 +174,7 @@ TableResult set_server(const Table& table, std::string_view name,
 }
 
 TableResult remove_server(const Table& table, std::string_view name) {
-  std::string what = "cannot remove server " + quoted(name);
+  std::string what = "cannot remove server " + quoted_value(name);
   int index = table.server_index(name);
   if (index < 0) return TableResult::failure(what + ": there is no server of that name");
   if (table.servers.size() == 1) return TableResult::failure(what + ": it is the last one");

@@ -153,16 +153,16 @@ std::string parse_query(std::string_view query, std::string_view endpoint,
     std::string key, value;
     if (!percent_decode(part.substr(0, eq), key) ||
         (eq != std::string_view::npos && !percent_decode(part.substr(eq + 1), value))) {
-      return "bad percent-escape in the query parameter " + quoted(part);
+      return "bad percent-escape in the query parameter " + quoted_value(part);
     }
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
       std::string takes;
       for (std::string_view k : keys) takes += (takes.empty() ? "" : ", ") + std::string(k);
-      return "unknown query parameter " + quoted(key) + " for " + std::string(endpoint) +
+      return "unknown query parameter " + quoted_value(key) + " for " + std::string(endpoint) +
              (takes.empty() ? " (it takes none)" : " (it takes: " + takes + ")");
     }
     for (const auto& [k, v] : out) {
-      if (k == key) return "query parameter " + quoted(key) + " is given twice";
+      if (k == key) return "query parameter " + quoted_value(key) + " is given twice";
     }
     out.emplace_back(std::move(key), std::move(value));
   }
@@ -182,7 +182,7 @@ AdminResult history(AdminBackend& backend, std::string_view query) {
     if (!n || *n < 1 || *n > kAdminMaxHistoryLimit) {
       return bad_request("\"limit\" must be an integer between 1 and " +
                          std::to_string(kAdminMaxHistoryLimit) + " (got " +
-                         quoted(params.front().second) + ")");
+                         quoted_value(params.front().second) + ")");
     }
     limit = *n;
   }
@@ -194,7 +194,7 @@ AdminResult where(AdminBackend& backend, std::string_view path) {
   if (text.empty()) return bad_request("missing id: use GET /v1/where/ID");
   const auto id = parse_decimal_id(text);
   if (!id) {
-    return bad_request(quoted(text) +
+    return bad_request(quoted_value(text) +
                        " is not an id: expected a decimal integer between 0 and "
                        "18446744073709551615");
   }
@@ -220,8 +220,8 @@ std::string parse_body(std::string_view body, std::optional<json::value>& out) {
 bool read_name(JsonValue v, std::string& out) {
   if (!v.string(out)) return false;
   if (!v.present() || is_valid_server_name(out)) return true;
-  return v.fail("must be a server name, " + std::string(kServerNameRule) + " (got " + quoted(out) +
-                ")");
+  return v.fail("must be a server name, " + std::string(kServerNameRule) + " (got " +
+                quoted_value(out) + ")");
 }
 
 // An optional HOST:PORT, as a routing table takes it (check_host_port).
@@ -231,11 +231,11 @@ bool read_address(JsonValue v, std::optional<std::string>& out) {
   if (!v.present()) return true;
   if (text.empty()) return v.fail("must not be empty (leave it out to use the node's own)");
   if (std::string problem = check_host_port(text); !problem.empty()) {
-    return v.fail(problem + " (got " + quoted(text) + ")");
+    return v.fail(problem + " (got " + quoted_value(text) + ")");
   }
   if (is_unspecified_address(text)) {
     return v.fail("is an unspecified address, which login servers cannot dial (got " +
-                  quoted(text) + "); give the address they reach the server at");
+                  quoted_value(text) + "); give the address they reach the server at");
   }
   out = std::move(text);
   return true;
@@ -252,7 +252,7 @@ bool read_range(JsonObject& body, uint64_t& lo, uint64_t& hi, std::string& error
 bool listed_once(JsonValue name_value, const std::string& name,
                  const std::vector<std::string>& earlier) {
   if (std::find(earlier.begin(), earlier.end(), name) == earlier.end()) return true;
-  return name_value.fail("repeats " + quoted(name) + " (each server may be listed once)");
+  return name_value.fail("repeats " + quoted_value(name) + " (each server may be listed once)");
 }
 
 // ---- Endpoints with a body ----------------------------------------------------------------------
@@ -267,7 +267,7 @@ AdminResult set_mode(AdminBackend& backend, JsonObject& body, std::string& error
   JsonValue hash_value = body.get("modulo_hash");
   hash_value.choice(hash, kModuloHashes, to_string);
   if (body.finish() && hash_value.present() && mode != RoutingMode::kModulo) {
-    hash_value.fail("applies to mode \"modulo\" only, not " + quoted(to_string(mode)));
+    hash_value.fail("applies to mode \"modulo\" only, not " + quoted_value(to_string(mode)));
   }
   if (!error.empty()) return bad_request(error);
   return backend.set_mode(mode, hash_value.present() ? std::optional(hash) : std::nullopt);
@@ -372,7 +372,7 @@ AdminResult purge(AdminBackend& backend, JsonObject& body, std::string& error) {
       age_value.fail("is missing (kind \"older_than\" needs it)");
     } else if (!older_than && age_value.present()) {
       age_value.fail("applies to kind \"older_than\" only, not " +
-                     quoted(control::purge_action_name(kind)));
+                     quoted_value(control::purge_action_name(kind)));
     }
   }
   if (!error.empty()) return bad_request(error);
@@ -386,7 +386,7 @@ std::string path_name(const Route& route, std::string_view path, std::string& er
       path.substr(route.path.size(), path.size() - route.path.size() - route.suffix.size());
   std::string name;
   if (!percent_decode(raw, name) || !is_valid_server_name(name)) {
-    error = quoted(raw) + " is not a server name, " + std::string(kServerNameRule);
+    error = quoted_value(raw) + " is not a server name, " + std::string(kServerNameRule);
     return {};
   }
   return name;

@@ -54,7 +54,7 @@ json::value table_value(const Table& t) {
 std::string registration_problem(const control::Register& reg) {
   if (reg.role != control::Role::kHash) return {};
   if (std::string problem = check_host_port(reg.address); !problem.empty()) {
-    return "hash server " + reg.name + " registered the address " + quoted(reg.address) +
+    return "hash server " + reg.name + " registered the address " + quoted_value(reg.address) +
            ", which " + problem;
   }
   if (is_unspecified_address(reg.address)) {

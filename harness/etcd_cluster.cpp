@@ -30,7 +30,6 @@ namespace imhash::test {
 namespace {
 
 constexpr auto kHealthPoll = std::chrono::milliseconds(100);  // between GET /health polls
-constexpr size_t kTailLines = 40;
 constexpr int kStartAttempts = 3;  // fresh ports each: another program may take a picked one first
 constexpr uint16_t kLowestPort = 10000;
 

@@ -16,6 +16,9 @@
 
 namespace imhash::test {
 
+// How many of a log's last lines a failure shows.
+inline constexpr size_t kTailLines = 40;
+
 class RunLogs {
  public:
   // Makes `dir` (created with its parents; made absolute) the current run's directory and forgets
@@ -42,7 +45,7 @@ class RunLogs {
   static std::vector<std::string> files();
   // The last `lines` lines of each recorded file, each under a "---- FILE (last N of M lines)"
   // header: what a failed test prints.
-  static std::string tails(size_t lines = 40);
+  static std::string tails(size_t lines = kTailLines);
 };
 
 // The last `lines` lines of the file at `path` ("" if it cannot be read), and in `total` (if not

@@ -13,8 +13,6 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr size_t kTailLines = 40;
-
 const json::value& at(const json::object& o, std::string_view key, std::string_view where) {
   const json::value* v = o.if_contains(key);
   if (v == nullptr) {

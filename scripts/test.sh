@@ -5,7 +5,7 @@
 #   (none)      optimised build in build/ (IMHASH_BUILD_TYPE, default RelWithDebInfo; CI: Release),
 #               unit + integration + fuzz-corpus replay tests
 #   --sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/
-#               (without precompiled headers: the tree where a missing #include still fails)
+#               (without unity batches: the tree where a missing #include still fails)
 #   --fuzz      the libFuzzer targets built with clang, each run for IMHASH_FUZZ_SECONDS, in build-fuzz/
 set -euo pipefail
 # --help: the comment above.
@@ -19,7 +19,7 @@ case "$mode" in
     shift
     dir=build-asan
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON -DIMHASH_WERROR=ON \
-      -DIMHASH_PCH=OFF >/dev/null
+      -DIMHASH_UNITY=OFF >/dev/null
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     ;;

@@ -1,5 +1,5 @@
 // Tables for tests of the config server's state: a ring of named servers on loopback ports from
-// 7001, four shards each. A plain function; any thread.
+// 7001, four shards each; and the id space's bounds the routing tests cut at. Any thread.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,10 @@
 #include "common/table.h"
 
 namespace imhash::test {
+
+// The top of the id space, and its middle: where range and ring tables are cut in the tests.
+inline constexpr uint64_t kMax = UINT64_MAX;
+inline constexpr uint64_t kHalf = uint64_t{1} << 63;
 
 inline Table ring_of(uint64_t version, const std::vector<std::string>& names) {
   Table t;

@@ -25,7 +25,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(50);  // between imctl or FrameClient polls
+constexpr auto kImctlPoll = std::chrono::milliseconds(50);  // between imctl or FrameClient polls
 
 }  // namespace
 
@@ -49,7 +49,7 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
                    {"--target", "127.0.0.1:" + std::to_string(udp), "--users", "6000", "--duration",
                     "6", "--window", "32", "--verify", "--json", "--log-level", "warn"});
   // The moves come once the load has given hash1 state to move: a thousand users logged in.
-  CHECK(wait_until([&] { return c.held(1, 1, 6000) >= 1000; }, kPatience, kPollInterval));
+  CHECK(wait_until([&] { return c.held(1, 1, 6000) >= 1000; }, kPatience, kImctlPoll));
   CHECK(c.imctl({"assign", "1-3000", "hash2"}).exit_code == 0);  // version 2
   CHECK(c.wait_converged(2, 4));
   c.start_hash(4);
@@ -67,7 +67,7 @@ TEST_CASE("config_server: ranges move and a server joins under load, no lookup i
 
   // Every node runs the last version; the old owner's copies are purged after the grace period.
   CHECK(c.wait_converged(4, 5));
-  CHECK(wait_until([&] { return c.held(1, 1, 4500) == 0; }, kPatience, kPollInterval));
+  CHECK(wait_until([&] { return c.held(1, 1, 4500) == 0; }, kPatience, kImctlPoll));
   CHECK(c.held(1, 4501, 6000) > 0);  // what it still owns stays
   CHECK(c.held(2, 1, 3000) > 0);
   CHECK(c.held(4, 3001, 4500) > 0);
@@ -90,11 +90,10 @@ TEST_CASE("config_server: kill -9 mid-load, traffic flows, the restart finds its
   // runs on without a config server until every user has logged in and 5,000 lookups have been
   // served (counted from here: held() itself sends GETs), however long that takes here; SIGINT
   // ends it and it prints its summary.
-  CHECK(wait_until([&] { return c.held(3, 1, 5000) >= 1000; }, kPatience, kPollInterval));
+  CHECK(wait_until([&] { return c.held(3, 1, 5000) >= 1000; }, kPatience, kImctlPoll));
   c.kill_config();
   const uint64_t gets_before = c.gets_served();
-  CHECK(
-      wait_until([&] { return c.gets_served() >= gets_before + 5000; }, kPatience, kPollInterval));
+  CHECK(wait_until([&] { return c.gets_served() >= gets_before + 5000; }, kPatience, kImctlPoll));
   CHECK(sim.stop(SIGINT, std::chrono::seconds(30)) == 0);
   const UdpSimSummary s = summary_of(sim);
   CHECK(s.verify.result == "pass");
@@ -121,7 +120,7 @@ TEST_CASE("config_server: failover moves a dead server ids, it purges before it 
   // Three missed heartbeats: DOWN, and a new version without hash2.
   REQUIRE(wait_until(
       [&] { return c.imctl_json({"servers"}).as_object().at("servers").as_array().size() == 2; },
-      kPatience, kPollInterval));
+      kPatience, kImctlPoll));
   CHECK(c.wait_converged(2, 3));
   // Its ids are served by the survivors.
   const uint64_t id_of_hash2 = (1ULL << 63);  // middle third under version 1
@@ -136,7 +135,7 @@ TEST_CASE("config_server: failover moves a dead server ids, it purges before it 
       [&] {
         return c.imctl({"server", "add", "hash2"}).exit_code == 0;
       },
-      kPatience, kPollInterval));
+      kPatience, kImctlPoll));
 }
 
 TEST_CASE("config_server: a login server that missed a push gets MOVED and catches up") {
@@ -292,7 +291,7 @@ TEST_CASE("config_server: failover keeps a DOWN server that a copy of each recor
     }
     return false;
   };
-  REQUIRE(wait_until(hash2_down, kPatience, kPollInterval));
+  REQUIRE(wait_until(hash2_down, kPatience, kImctlPoll));
   const std::string warning =
       "failover: hash2 is DOWN but stays in the table: the table keeps 2 copies of each record and "
       "would have only 1 server: lower replicas first (imctl replicas 1), then remove it (imctl "

@@ -22,7 +22,9 @@
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/http_get.h"
+#include "harness/log_file.h"
 #include "harness/udp_client.h"
+#include "harness/wait_until.h"
 
 using namespace imhash;
 using namespace imhash::test;
@@ -31,13 +33,6 @@ namespace {
 
 const char* kPrometheus = "/usr/bin/prometheus";
 const char* kPromtool = "/usr/bin/promtool";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs a shell command; its exit code, and its output (stdout and stderr) in `out`.
 int run(const std::string& command, std::string& out) {
@@ -50,13 +45,11 @@ int run(const std::string& command, std::string& out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-// Waits (bounded) until `done` holds.
-bool eventually(const std::function<bool()>& done, int tries = 600) {
-  for (int i = 0; i < tries; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+// Waits (bounded: wait_until's patience, or `bound`) until `done` holds, asking every 50 ms: each
+// question may be an HTTP query to Prometheus.
+template <typename Done>
+bool eventually(Done&& done, std::chrono::milliseconds bound = kPatience) {
+  return wait_until(std::forward<Done>(done), bound, std::chrono::milliseconds(50));
 }
 
 class Prometheus {
@@ -76,7 +69,7 @@ class Prometheus {
     const std::regex listening(R"re(msg="Listening on" address=(127\.0\.0\.1:[0-9]+))re");
     REQUIRE(eventually([&] {
       std::smatch m;
-      const std::string text = read_file(log);
+      const std::string text = file_text(log);
       if (!std::regex_search(text, m, listening)) return false;
       address_ = m[1];
       return true;
@@ -249,7 +242,7 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
 
     // The dashboard's queries are valid PromQL and find data (rates need two scrapes first).
     const auto dashboard =
-        boost::json::parse(read_file(IMHASH_SOURCE_DIR "/deploy/grafana/imhash.json"));
+        boost::json::parse(file_text(IMHASH_SOURCE_DIR "/deploy/grafana/imhash.json"));
     const auto queries = dashboard_queries(dashboard);
     CHECK(queries.size() >= 6);
     for (const auto& q : queries) {
@@ -257,7 +250,7 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
       const auto v = prom.api("query?query=" + url_encode(q));
       REQUIRE(v.is_object());
       CHECK(v.at("status").as_string() == "success");
-      CHECK(eventually([&] { return !prom.query(q).empty(); }, 200));
+      CHECK(eventually([&] { return !prom.query(q).empty(); }, std::chrono::seconds(10)));
     }
     std::filesystem::remove_all(dir);
   }

@@ -20,10 +20,6 @@ using namespace imhash::test;
 
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(100);
-// Long enough for a sanitizer build to stream and purge a few hundred thousand records.
-constexpr auto kMovePatience = std::chrono::seconds(120);
-
 uint64_t total_records(ConfigCluster& c, int servers) {
   uint64_t n = 0;
   for (int i = 1; i <= servers; ++i) n += c.records(i);

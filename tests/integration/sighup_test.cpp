@@ -15,6 +15,8 @@
 
 #include "harness/child_process.h"
 #include "harness/frame_client.h"
+#include "harness/log_file.h"
+#include "harness/wait_until.h"
 
 using namespace imhash::test;
 
@@ -29,31 +31,15 @@ void write_file(const std::string& path, const std::string& text) {
   std::filesystem::rename(path + ".tmp", path);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string table_json(uint64_t version, uint32_t shards) {
   return R"({"version": )" + std::to_string(version) +
          R"(, "mode": "modulo", "servers": [{"name": "hash1", "address": "127.0.0.1:1", )" +
          R"("shards": )" + std::to_string(shards) + "}]}";
 }
 
-// Waits (bounded) until `done` holds.
-bool eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 500; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 // Counts the lines of `log` holding `needle`.
 size_t count_in(const std::string& log, const std::string& needle) {
-  const std::string text = read_file(log);
+  const std::string text = file_text(log);
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
@@ -75,25 +61,25 @@ TEST_CASE("sighup: a hash server re-reads its table file and keeps the old table
 
   write_file(table, table_json(2, 2));
   kill(hash.pid(), SIGHUP);
-  CHECK(eventually([&] { return version() == 2; }));
+  CHECK(wait_until([&] { return version() == 2; }));
 
   // Not JSON, then a table that would give hash1 the wrong shard count: logged, version 2 kept.
   write_file(table, "{\"version\": 3, \"mode\":");
   kill(hash.pid(), SIGHUP);
-  CHECK(eventually([&] { return count_in(log, "keeping table version 2") == 1; }));
+  CHECK(wait_until([&] { return count_in(log, "keeping table version 2") == 1; }));
   write_file(table, table_json(4, 3));
   kill(hash.pid(), SIGHUP);
-  CHECK(eventually([&] { return count_in(log, "keeping table version 2") >= 2; }));
+  CHECK(wait_until([&] { return count_in(log, "keeping table version 2") >= 2; }));
   CHECK(hash.running());
   CHECK(version() == 2);
 
   // An older version is not installed either; a newer valid one is.
   write_file(table, table_json(1, 2));
   kill(hash.pid(), SIGHUP);
-  CHECK(eventually([&] { return count_in(log, "not newer than 2") == 1; }));
+  CHECK(wait_until([&] { return count_in(log, "not newer than 2") == 1; }));
   write_file(table, table_json(5, 2));
   kill(hash.pid(), SIGHUP);
-  CHECK(eventually([&] { return version() == 5; }));
+  CHECK(wait_until([&] { return version() == 5; }));
   CHECK(hash.stop(SIGTERM) == 0);
   std::filesystem::remove(table);
 }
@@ -132,16 +118,16 @@ TEST_CASE("sighup: every daemon re-reads its log level from --config-file and ke
   for (const auto& f : {config_conf, hash_conf, login_conf}) write_file(f, "log-level = debug\n");
   for (auto* d : {&config, &hash, &login}) kill(d->pid(), SIGHUP);
   for (const auto& log : {config_log, hash_log, login_log}) {
-    CHECK(eventually([&] { return count_in(log, "SIGHUP: log level debug") == 1; }));
+    CHECK(wait_until([&] { return count_in(log, "SIGHUP: log level debug") == 1; }));
   }
   { FrameClient probe(hash_port, 0); }
-  CHECK(eventually([&] { return count_in(hash_log, "bound to shard") >= 1; }));
+  CHECK(wait_until([&] { return count_in(hash_log, "bound to shard") >= 1; }));
 
   // An unknown level is refused and the level kept; the daemons live through all of it.
   for (const auto& f : {config_conf, hash_conf, login_conf}) write_file(f, "log-level = loud\n");
   for (auto* d : {&config, &hash, &login}) kill(d->pid(), SIGHUP);
   for (const auto& log : {config_log, hash_log, login_log}) {
-    CHECK(eventually([&] { return count_in(log, "unknown log level 'loud'") == 1; }));
+    CHECK(wait_until([&] { return count_in(log, "unknown log level 'loud'") == 1; }));
   }
   for (auto* d : {&config, &hash, &login}) {
     CHECK(d->running());

@@ -4,6 +4,7 @@
 // its summary. Used from the test's thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -11,6 +12,11 @@
 #include "harness/udp_sim_run.h"
 
 namespace imhash::test {
+
+// How often the tests that move records poll counts and status, and how long they wait for a move:
+// long enough for a sanitizer build to stream and purge a few hundred thousand records.
+inline constexpr auto kPollInterval = std::chrono::milliseconds(100);
+inline constexpr auto kMovePatience = std::chrono::seconds(120);
 
 // Waits (bounded) for the JSON summary of a `udp_sim --json` (read_udp_sim_summary); the test
 // fails, with udp_sim's stderr tail, if none comes.

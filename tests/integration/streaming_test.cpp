@@ -21,10 +21,6 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(100);
-// Long enough for a sanitizer build to stream and purge a few hundred thousand records.
-constexpr auto kMovePatience = std::chrono::seconds(120);
-
 // The first id of the second third of the id space: where range mode's even split puts hash2.
 constexpr uint64_t kHash2First = 6148914691236517205ULL;
 

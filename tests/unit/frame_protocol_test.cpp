@@ -131,13 +131,13 @@ struct OneFrame {
 OneFrame split_one(const std::vector<uint8_t>& buf) {
   OneFrame f;
   size_t used = 0;
-  REQUIRE(next_frame(buf, f.h, f.body, used) == DecodeStatus::kOk);
+  REQUIRE(next_frame(buf, f.h, f.body, used) == frame::DecodeStatus::kOk);
   CHECK(used == buf.size());
   return f;
 }
 
 // decode_request's verdict on `buf`, which must hold exactly one whole frame.
-DecodeStatus decode(const std::vector<uint8_t>& buf) {
+frame::DecodeStatus decode(const std::vector<uint8_t>& buf) {
   const auto [h, body] = split_one(buf);
   Request q;
   return decode_request(h, body, q);
@@ -151,7 +151,7 @@ TEST_CASE("frame_protocol: every request and response round-trips") {
     append_request(q, buf);
     const auto [h, body] = split_one(buf);
     Request back;
-    REQUIRE(decode_request(h, body, back) == DecodeStatus::kOk);
+    REQUIRE(decode_request(h, body, back) == frame::DecodeStatus::kOk);
     CHECK(back == q);
   }
   for (const Response& s : sample_responses()) {
@@ -159,7 +159,7 @@ TEST_CASE("frame_protocol: every request and response round-trips") {
     append_response(s, buf);
     const auto [h, body] = split_one(buf);
     Response back;
-    REQUIRE(decode_response(h, body, back) == DecodeStatus::kOk);
+    REQUIRE(decode_response(h, body, back) == frame::DecodeStatus::kOk);
     CHECK(back == s);
   }
 }
@@ -212,10 +212,10 @@ TEST_CASE("frame_protocol: a stream split into pieces of every size decodes the 
         std::span<const uint8_t> body;
         size_t used = 0;
         auto st = next_frame(std::span(pending).subspan(off), h, body, used);
-        if (st == DecodeStatus::kNeedMore) break;
-        REQUIRE(st == DecodeStatus::kOk);
+        if (st == frame::DecodeStatus::kNeedMore) break;
+        REQUIRE(st == frame::DecodeStatus::kOk);
         Request q;
-        REQUIRE(decode_request(h, body, q) == DecodeStatus::kOk);
+        REQUIRE(decode_request(h, body, q) == frame::DecodeStatus::kOk);
         CHECK(q == requests[decoded % requests.size()]);
         ++decoded;
         off += used;
@@ -235,7 +235,7 @@ TEST_CASE("frame_protocol: every truncation of a frame needs more bytes, never s
       Header h;
       std::span<const uint8_t> body;
       size_t used = 1;
-      CHECK(next_frame(std::span(buf).first(len), h, body, used) == DecodeStatus::kNeedMore);
+      CHECK(next_frame(std::span(buf).first(len), h, body, used) == frame::DecodeStatus::kNeedMore);
       CHECK(used == 0);
     }
   }
@@ -246,16 +246,16 @@ TEST_CASE("frame_protocol: hostile headers are rejected before buffering") {
   std::span<const uint8_t> body;
   size_t used = 0;
   std::vector<uint8_t> huge = {0x7f, 0xff, 0xff, 0xff, 2};
-  CHECK(next_frame(huge, h, body, used) == DecodeStatus::kTooLarge);
+  CHECK(next_frame(huge, h, body, used) == frame::DecodeStatus::kTooLarge);
   std::vector<uint8_t> tiny = {0, 0, 0, 3, 2, 0, 0};
-  CHECK(next_frame(tiny, h, body, used) == DecodeStatus::kTooSmall);
+  CHECK(next_frame(tiny, h, body, used) == frame::DecodeStatus::kTooSmall);
   std::vector<uint8_t> bad_type = {0, 0, 0, 16, 99};
-  CHECK(next_frame(bad_type, h, body, used) == DecodeStatus::kBadType);
+  CHECK(next_frame(bad_type, h, body, used) == frame::DecodeStatus::kBadType);
 
   std::vector<uint8_t> buf;
   append_request(Request{.type = FrameType::kPing}, buf);
   buf[7] = 1;
-  CHECK(next_frame(buf, h, body, used) == DecodeStatus::kBadReserved);
+  CHECK(next_frame(buf, h, body, used) == frame::DecodeStatus::kBadReserved);
 }
 
 TEST_CASE("frame_protocol: bodies of the wrong size or with bad fields are malformed") {
@@ -265,28 +265,28 @@ TEST_CASE("frame_protocol: bodies of the wrong size or with bad fields are malfo
   auto longer = get;
   longer.push_back(0);
   longer[3] += 1;
-  CHECK(decode(longer) == DecodeStatus::kBadBody);
+  CHECK(decode(longer) == frame::DecodeStatus::kBadBody);
   // One byte too few.
   auto shorter = get;
   shorter.pop_back();
   shorter[3] -= 1;
-  CHECK(decode(shorter) == DecodeStatus::kBadBody);
+  CHECK(decode(shorter) == frame::DecodeStatus::kBadBody);
   // Endpoint family 5.
   std::vector<uint8_t> up;
   Request upsert{.type = FrameType::kUpsert, .id = 1};
   upsert.endpoint = Endpoint::v4(1, 1);
   append_request(upsert, up);
   up[20 + 12] = 5;
-  CHECK(decode(up) == DecodeStatus::kBadBody);
+  CHECK(decode(up) == frame::DecodeStatus::kBadBody);
   // A request with a status byte set.
   auto with_status = get;
   with_status[5] = 1;
-  CHECK(decode(with_status) == DecodeStatus::kBadBody);
+  CHECK(decode(with_status) == frame::DecodeStatus::kBadBody);
   // Unknown purge action.
   std::vector<uint8_t> purge;
   append_request(Request{.type = FrameType::kPurge}, purge);
   purge[20] = 9;
-  CHECK(decode(purge) == DecodeStatus::kBadBody);
+  CHECK(decode(purge) == frame::DecodeStatus::kBadBody);
 }
 
 TEST_CASE("frame_protocol: peek_request_id reads the id of keyed requests only") {
@@ -315,7 +315,7 @@ TEST_CASE("frame_protocol: IMPORT round-trips 0, a few and kMaxImportRecords rec
     const auto [h, body] = split_one(buf);
     CHECK(h.type == FrameType::kImport);
     Request back;
-    REQUIRE(decode_request(h, body, back) == DecodeStatus::kOk);
+    REQUIRE(decode_request(h, body, back) == frame::DecodeStatus::kOk);
     CHECK(back == q);
     CHECK(back.record_count == n);
     // `records` points into the decoded bytes, just after the count.
@@ -332,7 +332,7 @@ TEST_CASE("frame_protocol: IMPORT round-trips 0, a few and kMaxImportRecords rec
   append_request(import_request(encoded, kMaxImportRecords), buf);
   const auto [h, body] = split_one(buf);
   Request back;
-  REQUIRE(decode_request(h, body, back) == DecodeStatus::kOk);
+  REQUIRE(decode_request(h, body, back) == frame::DecodeStatus::kOk);
   CHECK(read_records(back.records) == v6);
 }
 
@@ -364,7 +364,7 @@ TEST_CASE("frame_protocol: golden bytes of an IMPORT of an IPv4 and an IPv6 reco
 
   const auto [h, body] = split_one(want);
   Request back;
-  REQUIRE(decode_request(h, body, back) == DecodeStatus::kOk);
+  REQUIRE(decode_request(h, body, back) == frame::DecodeStatus::kOk);
   CHECK(back.correlation == 0x0a0b0c0d);
   CHECK(back.table_version == 7);
   CHECK(back.record_count == 2);
@@ -383,42 +383,42 @@ TEST_CASE("frame_protocol: malformed IMPORT bodies are rejected") {
 
   // A count above the limit, even with that many well-formed records behind it.
   const auto over = encode_records(import_records(kMaxImportRecords + 1));
-  CHECK(decode(frame_of(kMaxImportRecords + 1, over)) == DecodeStatus::kBadBody);
-  CHECK(decode(frame_of(0xffff, {})) == DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(kMaxImportRecords + 1, over)) == frame::DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(0xffff, {})) == frame::DecodeStatus::kBadBody);
   const auto at_limit = encode_records(import_records(kMaxImportRecords));
-  CHECK(decode(frame_of(kMaxImportRecords, at_limit)) == DecodeStatus::kOk);
+  CHECK(decode(frame_of(kMaxImportRecords, at_limit)) == frame::DecodeStatus::kOk);
 
   const auto two = encode_records(import_records(2));  // an IPv6 record, then an IPv4 one
   REQUIRE(two.size() == 31 + 19);
-  CHECK(decode(frame_of(2, two)) == DecodeStatus::kOk);
+  CHECK(decode(frame_of(2, two)) == frame::DecodeStatus::kOk);
   // A count above the records present, and a record cut anywhere (id, age, family, port,
   // address).
-  CHECK(decode(frame_of(3, two)) == DecodeStatus::kBadBody);
-  CHECK(decode(frame_of(1, {})) == DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(3, two)) == frame::DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(1, {})) == frame::DecodeStatus::kBadBody);
   for (size_t cut = 1; cut < two.size(); ++cut) {
     if (cut == 31) continue;  // a whole first record: the count makes it a short body below
     CAPTURE(cut);
     const std::vector<uint8_t> part(two.begin(), two.begin() + static_cast<long>(cut));
-    CHECK(decode(frame_of(cut < 31 ? 1 : 2, part)) == DecodeStatus::kBadBody);
+    CHECK(decode(frame_of(cut < 31 ? 1 : 2, part)) == frame::DecodeStatus::kBadBody);
   }
   CHECK(decode(frame_of(2, std::vector<uint8_t>(two.begin(), two.begin() + 31))) ==
-        DecodeStatus::kBadBody);
+        frame::DecodeStatus::kBadBody);
   // An empty body (not even the count), and a count cut in half.
   std::vector<uint8_t> empty = frame_of(0, {});
   empty.resize(empty.size() - 2);
   empty[3] -= 2;
-  CHECK(decode(empty) == DecodeStatus::kBadBody);
+  CHECK(decode(empty) == frame::DecodeStatus::kBadBody);
   std::vector<uint8_t> half = frame_of(0, {});
   half.pop_back();
   half[3] -= 1;
-  CHECK(decode(half) == DecodeStatus::kBadBody);
+  CHECK(decode(half) == frame::DecodeStatus::kBadBody);
 
   // Trailing bytes: fewer records claimed than sent, or a stray byte after the last.
-  CHECK(decode(frame_of(1, two)) == DecodeStatus::kBadBody);
-  CHECK(decode(frame_of(0, {0})) == DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(1, two)) == frame::DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(0, {0})) == frame::DecodeStatus::kBadBody);
   auto trailing = two;
   trailing.push_back(0);
-  CHECK(decode(frame_of(2, trailing)) == DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(2, trailing)) == frame::DecodeStatus::kBadBody);
 
   // A bad address family in the first or the second record (0, 5, and 4/6 swapped, which
   // changes the record's length).
@@ -426,18 +426,18 @@ TEST_CASE("frame_protocol: malformed IMPORT bodies are rejected") {
     CAPTURE(int{family});
     auto bad = two;
     bad[12] = family;
-    CHECK(decode(frame_of(2, bad)) == DecodeStatus::kBadBody);
+    CHECK(decode(frame_of(2, bad)) == frame::DecodeStatus::kBadBody);
     bad = two;
     bad[31 + 12] = family;
-    CHECK(decode(frame_of(2, bad)) == DecodeStatus::kBadBody);
+    CHECK(decode(frame_of(2, bad)) == frame::DecodeStatus::kBadBody);
   }
   auto swapped = two;
   swapped[12] = 4;  // the IPv6 record read as IPv4 misaligns everything after it
-  CHECK(decode(frame_of(2, swapped)) == DecodeStatus::kBadBody);
+  CHECK(decode(frame_of(2, swapped)) == frame::DecodeStatus::kBadBody);
   // An IMPORT request with a status byte set.
   auto with_status = frame_of(2, two);
   with_status[5] = 1;
-  CHECK(decode(with_status) == DecodeStatus::kBadBody);
+  CHECK(decode(with_status) == frame::DecodeStatus::kBadBody);
 }
 
 TEST_CASE("frame_protocol: next_import_record stops at the end or at a bad record") {
@@ -469,7 +469,7 @@ TEST_CASE("frame_protocol: an IMPORT OK carries no body") {
   const auto [h, body] = split_one(buf);
   CHECK(body.empty());
   Response back;
-  REQUIRE(decode_response(h, body, back) == DecodeStatus::kOk);
+  REQUIRE(decode_response(h, body, back) == frame::DecodeStatus::kOk);
   CHECK(back.type == FrameType::kImport);
   CHECK(back.status == FrameStatus::kOk);
   CHECK(back.correlation == 5);
@@ -477,5 +477,5 @@ TEST_CASE("frame_protocol: an IMPORT OK carries no body") {
   buf.push_back(0);
   buf[3] += 1;
   const auto [h2, body2] = split_one(buf);
-  CHECK(decode_response(h2, body2, back) == DecodeStatus::kBadBody);
+  CHECK(decode_response(h2, body2, back) == frame::DecodeStatus::kBadBody);
 }

@@ -14,12 +14,13 @@
 #include "common/shard_map.h"
 #include "common/table_edits.h"
 #include "common/table_text.h"
+#include "tests/sample_tables.h"
 
 namespace imhash {
 namespace {
 
-constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kHalf = uint64_t{1} << 63;
+using test::kHalf;
+using test::kMax;
 
 // Servers hash1..hashN; hashI has I shards so that the pinned routes exercise the shard map too.
 Table make_table(int n, RoutingMode mode) {

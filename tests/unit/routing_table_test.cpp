@@ -12,12 +12,13 @@
 
 #include "common/hash.h"
 #include "common/table_edits.h"
+#include "tests/sample_tables.h"
 
 namespace imhash {
 namespace {
 
-constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kHalf = uint64_t{1} << 63;
+using test::kHalf;
+using test::kMax;
 
 ServerInfo server(std::string name, uint32_t shards = 1, uint32_t weight = 1,
                   std::string address = "") {

@@ -26,7 +26,7 @@ struct TempDir : test::TempDir {
   explicit TempDir(const char* name) : test::TempDir("saved", name) {}
 };
 
-Table table(uint64_t version, const std::string& address = "127.0.0.1:7001") {
+Table table_at(uint64_t version, const std::string& address = "127.0.0.1:7001") {
   Table t;
   t.version = version;
   t.mode = RoutingMode::kRing;
@@ -51,23 +51,23 @@ TEST_CASE("saved_table: saves newer versions only, loads what it saved, in the t
     CHECK(saved.path() == state + "/login-login1.table.json");
     CHECK_FALSE(saved.load());  // nothing yet
     CHECK(saved.version() == 0);
-    saved.save(table(3));
+    saved.save(table_at(3));
     CHECK(saved.version() == 3);
-    saved.save(table(2, "10.0.0.1:1"));  // older: never goes back
-    saved.save(table(3, "10.0.0.1:1"));  // the same version again: kept as it was
+    saved.save(table_at(2, "10.0.0.1:1"));  // older: never goes back
+    saved.save(table_at(3, "10.0.0.1:1"));  // the same version again: kept as it was
     CHECK(saved.version() == 3);
   }
   // A table file --table takes, as written by table_to_json.
-  CHECK(read(state + "/login-login1.table.json") == table_to_json(table(3)));
+  CHECK(read(state + "/login-login1.table.json") == table_to_json(table_at(3)));
   SavedTable again(state, "login", "login1");
   const auto loaded = again.load();
   REQUIRE(loaded);
-  CHECK(*loaded == table(3));
+  CHECK(*loaded == table_at(3));
   CHECK(again.version() == 3);
-  again.save(table(2));  // after a load too: older versions are not written
-  CHECK(read(again.path()) == table_to_json(table(3)));
-  again.save(table(4));
-  CHECK(read(again.path()) == table_to_json(table(4)));
+  again.save(table_at(2));  // after a load too: older versions are not written
+  CHECK(read(again.path()) == table_to_json(table_at(3)));
+  again.save(table_at(4));
+  CHECK(read(again.path()) == table_to_json(table_at(4)));
   // Another daemon in the same directory has a file of its own.
   SavedTable other(state, "hash", "hash1");
   CHECK_FALSE(other.load());
@@ -82,8 +82,8 @@ TEST_CASE("saved_table: a damaged file or an interrupted write is ignored, never
   SavedTable saved(dir.path, "hash", "hash2");
   CHECK_FALSE(fs::exists(file + ".tmp"));  // the leftover is removed
   CHECK_FALSE(saved.load());               // logged and ignored
-  saved.save(table(1));
-  CHECK(saved.load() == table(1));
+  saved.save(table_at(1));
+  CHECK(saved.load() == table_at(1));
 }
 
 TEST_CASE("saved_table: a state directory that cannot be made is a config error") {
@@ -107,9 +107,9 @@ TEST_CASE("durable_file: replace_file_durably replaces the whole file or reports
 
 TEST_CASE("saved_table: newer_table picks the higher version, the first on a tie") {
   CHECK_FALSE(newer_table(std::nullopt, std::nullopt));
-  CHECK(newer_table(table(2), std::nullopt)->version == 2);
-  CHECK(newer_table(std::nullopt, table(2))->version == 2);
-  CHECK(newer_table(table(2), table(5))->version == 5);
-  CHECK(newer_table(table(5), table(2))->version == 5);
-  CHECK(newer_table(table(5, "a:1"), table(5, "b:2"))->servers[0].address == "a:1");
+  CHECK(newer_table(table_at(2), std::nullopt)->version == 2);
+  CHECK(newer_table(std::nullopt, table_at(2))->version == 2);
+  CHECK(newer_table(table_at(2), table_at(5))->version == 5);
+  CHECK(newer_table(table_at(5), table_at(2))->version == 5);
+  CHECK(newer_table(table_at(5, "a:1"), table_at(5, "b:2"))->servers[0].address == "a:1");
 }
