@@ -6,7 +6,7 @@ IMHASH_BUILD="${IMHASH_BUILD:-$IMHASH_ROOT/build}"
 STARTED_PIDS=()
 
 # build_release [--bench] [-D...]: setup.sh (with --bench), then configure and build
-# $IMHASH_BUILD; further arguments go to cmake (bench.sh passes -DIMHASH_WERROR=ON).
+# $IMHASH_BUILD; further arguments go to cmake (for instance -DIMHASH_WERROR=ON).
 build_release() {
   local setup=() defs=()
   for a in "$@"; do

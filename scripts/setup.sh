@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of imhash on Debian 12. Idempotent and quiet when all is
 # present. Run as root (or with sudo available). Usage: scripts/setup.sh [--bench]
-#   --bench  also install what scripts/bench.sh compares against (redis-server, redis-tools)
+#   --bench  also install what scripts/bench compares against (redis-server, redis-tools)
 set -euo pipefail
 # --help: the comment above.
 [[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }

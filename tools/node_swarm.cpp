@@ -1,4 +1,4 @@
-// node_swarm: many nodes against one config server, from one process (scripts/bench.sh swarm).
+// node_swarm: many nodes against one config server, from one process (scripts/bench swarm).
 //
 // Opens --nodes config links (default 10000), each a real imhash::ConfigLink (common/config_link.h)
 // on the one io_context this process runs on its main thread, started --connect-rate a second so
@@ -8,7 +8,7 @@
 // no shards and table version 0; it acknowledges every table pushed to it at once, and its
 // heartbeats carry a small stats object ({"requests": N}, N growing by one per heartbeat) and, as
 // every ConfigLink's, the wall-clock time they were sent. What the config server does with them
-// (its CPU, memory, heartbeat lag) is what scripts/bench.sh swarm measures.
+// (its CPU, memory, heartbeat lag) is what scripts/bench swarm measures.
 //
 // Every second one line on stdout: the seconds elapsed, links started, nodes welcomed
 // (ConfigLink::connected()), tables acknowledged, sessions lost, heartbeats sampled per second.

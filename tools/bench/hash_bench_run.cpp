@@ -52,4 +52,26 @@ FillReport hash_bench_fill(const std::string& hash_bench, const std::string& tar
   return r;
 }
 
+std::vector<std::string> hash_server_args(int64_t shards) {
+  return {"--listen", "127.0.0.1:0", "--shards", std::to_string(shards), "--log-level", "warn"};
+}
+
+FilledIds fill_ids_above_users(const std::string& hash_bench, const std::string& target, pid_t pid,
+                               int64_t records, Result& result) {
+  constexpr uint64_t kFirstId = 1000000000;
+  FilledIds out;
+  out.fill =
+      hash_bench_fill(hash_bench, target, pid,
+                      {"--fill", std::to_string(records), "--first-id", std::to_string(kFirstId)});
+  for (const FillLevel& l : out.fill.levels) {
+    result.say(format("   fill: records %lu  rss_before %lu  rss_after %lu  bytes_per_record %.1f",
+                      static_cast<unsigned long>(l.records),
+                      static_cast<unsigned long>(l.rss_before),
+                      static_cast<unsigned long>(l.rss_after), l.bytes_per_record));
+  }
+  out.range = std::to_string(kFirstId) + "-" +
+              std::to_string(kFirstId + static_cast<uint64_t>(records) - 1);
+  return out;
+}
+
 }  // namespace imhash::bench

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/bench.h"
+
 namespace imhash::bench {
 
 struct HashBenchRates {
@@ -30,6 +32,21 @@ struct FillReport {
   uint64_t left = 0, rss_after_purge = 0;
   double bytes_per_remaining_record = 0;
 };
+
+// The flags of the one hash server the hash and memory scenarios measure: loopback, port 0,
+// `shards` shards, quiet.
+std::vector<std::string> hash_server_args(int64_t shards);
+
+// Ids that the purge and stream scenarios fill a hash server with and then move away: from
+// 1,000,000,000 up, clear of udp_sim's users (1..users).
+struct FilledIds {
+  FillReport fill;
+  std::string range;  // "FIRST-LAST", for imctl assign
+};
+// Fills `records` such ids into the hash server at `target` (its pid `pid`) with hash_bench, and
+// says each fill level's line into `result`.
+FilledIds fill_ids_above_users(const std::string& hash_bench, const std::string& target, pid_t pid,
+                               int64_t records, Result& result);
 
 // hash_bench --target TARGET ARGS (a rate run: -c, -P, --duration, --keys, --pid...).
 HashBenchRates hash_bench_rates(const std::string& hash_bench, const std::string& target,

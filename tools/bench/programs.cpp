@@ -27,6 +27,16 @@ void on_signal(int sig) {
   (void)!write(signal_pipe[1], &byte, 1);  // async-signal-safe; the watcher does the rest
 }
 
+// A /proc/PID/stat file's fields after the command name (which may hold spaces and parentheses),
+// from the third (the state) on; "" if the process is gone.
+std::string stat_after_name(const std::filesystem::path& stat_file) {
+  std::ifstream in(stat_file);
+  std::string stat;
+  std::getline(in, stat);
+  const auto close_paren = stat.rfind(')');
+  return close_paren == std::string::npos ? "" : stat.substr(close_paren + 1);
+}
+
 // Every process whose parent is this one (/proc/PID/stat's fourth field).
 std::vector<pid_t> children() {
   std::vector<pid_t> out;
@@ -34,12 +44,9 @@ std::vector<pid_t> children() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat;
-    std::getline(in, stat);
-    const auto close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close_paren + 1));
+    const std::string stat = stat_after_name(entry.path() / "stat");
+    if (stat.empty()) continue;
+    std::istringstream rest(stat);
     std::string state, ppid;
     rest >> state >> ppid;
     if (ppid == self) out.push_back(static_cast<pid_t>(std::stol(name)));
@@ -130,6 +137,17 @@ uint64_t rss_bytes(pid_t pid) {
     in.ignore(1 << 12, '\n');
   }
   throw std::runtime_error("cannot read the RSS of process " + std::to_string(pid));
+}
+
+double cpu_seconds(pid_t pid) {
+  std::istringstream rest(stat_after_name("/proc/" + std::to_string(pid) + "/stat"));
+  // utime and stime are the stat file's fields 14 and 15, in clock ticks.
+  std::string skipped;
+  for (int field = 3; field < 14; ++field) rest >> skipped;
+  unsigned long long utime = 0, stime = 0;
+  rest >> utime >> stime;
+  if (!rest) return 0;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 Redis::Redis(std::vector<std::string> extra_args) : port_(free_port(SOCK_STREAM)) {

@@ -52,6 +52,9 @@ uint16_t free_port(int type);
 
 // The resident set of process `pid`, bytes (/proc/PID/status VmRSS).
 uint64_t rss_bytes(pid_t pid);
+// The CPU time process `pid` has used so far, all its threads, user and system, seconds
+// (/proc/PID/stat); 0 for a process that is gone.
+double cpu_seconds(pid_t pid);
 
 // redis-server on 127.0.0.1, no persistence, started and ready ("Ready to accept connections").
 class Redis {

@@ -49,10 +49,6 @@ double redis_rate(const std::string& out, const std::string& test) {
   return rate;
 }
 
-std::vector<std::string> hash_server_args(int64_t shards) {
-  return {"--listen", "127.0.0.1:0", "--shards", std::to_string(shards), "--log-level", "warn"};
-}
-
 void rates(Context& ctx, const HashSettings& h) {
   ctx.result.say(
       format("== hash server (%ld shards) vs redis-server: %ld connections, pipeline "

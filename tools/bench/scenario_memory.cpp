@@ -26,10 +26,6 @@ struct MemorySettings {
   int64_t records, aged_percent, shards;
 };
 
-std::vector<std::string> hash_server_args(int64_t shards) {
-  return {"--listen", "127.0.0.1:0", "--shards", std::to_string(shards), "--log-level", "warn"};
-}
-
 std::string joined(const std::vector<int64_t>& v) {
   std::string out;
   for (int64_t n : v) out += (out.empty() ? "" : ",") + std::to_string(n);
