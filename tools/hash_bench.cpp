@@ -1,10 +1,10 @@
 // hash_bench: load generator for one hash server, the counterpart of redis-benchmark for the
-// benchmark driver (scripts/bench hash). Opens --connections links spread over the server's shards, keeps --pipeline
-// requests in flight on each, and prints operations per second for UPSERT ("set") and GET ("get").
-// With --fill N (or --fill-levels N1,N2,...) it instead loads records (ids first-id and up) and
-// prints the server's RSS growth per record at each level; --aged-percent P writes P% of them 3600
-// seconds old, and --purge-aged then purges records older than 1800 seconds on every shard and
-// prints the RSS per remaining record.
+// benchmark driver (scripts/bench hash). Opens --connections links spread over the server's shards,
+// keeps --pipeline requests in flight on each, and prints operations per second for UPSERT ("set")
+// and GET ("get"). With --fill N (or --fill-levels N1,N2,...) it instead loads records (ids
+// first-id and up) and prints the server's RSS growth per record at each level; --aged-percent P
+// writes P% of them 3600 seconds old, and --purge-aged then purges records older than 1800 seconds
+// on every shard and prints the RSS per remaining record.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 

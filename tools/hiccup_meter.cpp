@@ -3,9 +3,10 @@
 // Each of --threads threads spins reading the monotonic clock for --duration seconds; any gap
 // between two readings longer than --threshold-us is time the thread did not run (an interrupt, a
 // preemption, or, on a virtual machine, the host running something else on the vCPU). It prints,
-// per thread, the number of gaps, the time lost and the longest gap. Every scripts/bench run records it
-// beside the latency figures: a request cannot be answered faster than the longest hiccup of the
-// cores it crosses (the same idea as jHiccup). Spins and measures only; sends nothing.
+// per thread, the number of gaps, the time lost and the longest gap. Every scripts/bench run
+// records it beside the latency figures: a request cannot be answered faster than the longest
+// hiccup of the cores it crosses (the same idea as jHiccup). Spins and measures only; sends
+// nothing.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
