@@ -13,17 +13,23 @@ namespace imhash {
 
 namespace json = boost::json;
 
-namespace {
-
-constexpr std::string_view kMissing = "-";
-
-const json::value* field(const json::value& v, std::string_view key) {
+const json::value* reply_field(const json::value& v, std::string_view key) {
   const json::object* object = v.if_object();
   return object ? object->if_contains(json::string_view(key.data(), key.size())) : nullptr;
 }
 
+std::string reply_error(const HttpReply& reply, const json::value* body) {
+  const json::value* error = body ? reply_field(*body, "error") : nullptr;
+  if (error && error->is_string()) return printable(std::string_view(error->get_string()), 1000);
+  return "the config server answered HTTP " + std::to_string(reply.status);
+}
+
+namespace {
+
+constexpr std::string_view kMissing = "-";
+
 const json::array* array_field(const json::value& v, std::string_view key) {
-  const json::value* a = field(v, key);
+  const json::value* a = reply_field(v, key);
   return a ? a->if_array() : nullptr;
 }
 
@@ -58,12 +64,12 @@ std::string text(const json::value* v) {
 }
 
 std::string text(const json::value& object, std::string_view key) {
-  return text(field(object, key));
+  return text(reply_field(object, key));
 }
 
 std::string mode_text(const json::value& body) {
   std::string mode = text(body, "mode");
-  if (mode == "modulo" && field(body, "modulo_hash"))
+  if (mode == "modulo" && reply_field(body, "modulo_hash"))
     mode += " (" + text(body, "modulo_hash") + ")";
   return mode;
 }
@@ -71,7 +77,7 @@ std::string mode_text(const json::value& body) {
 // ", replicas 2" when the table keeps more than one copy of each record (a table without the key,
 // or a server before replicas, keeps one: nothing is said).
 std::string replicas_text(const json::value& body) {
-  const json::value* replicas = field(body, "replicas");
+  const json::value* replicas = reply_field(body, "replicas");
   if (!replicas || number(replicas) == 1u) return {};
   return ", replicas " + text(replicas);
 }
@@ -94,15 +100,15 @@ std::optional<std::string> duration_text(const json::value* v) {
 // Time since the node's last heartbeat, in milliseconds under whichever name the server uses.
 std::string heartbeat_text(const json::value& node) {
   for (std::string_view key : {"last_heartbeat_ms", "heartbeat_age_ms"}) {
-    if (auto ms = duration_text(field(node, key))) return *ms + " ago";
+    if (auto ms = duration_text(reply_field(node, key))) return *ms + " ago";
   }
   return text(node, "last_heartbeat");
 }
 
 // A node's record count: "records", or "records" among its "stats".
 std::string records_text(const json::value& node) {
-  if (const json::value* r = field(node, "records")) return text(r);
-  if (const json::value* stats = field(node, "stats")) return text(*stats, "records");
+  if (const json::value* r = reply_field(node, "records")) return text(r);
+  if (const json::value* stats = reply_field(node, "stats")) return text(*stats, "records");
   return std::string(kMissing);
 }
 
@@ -114,8 +120,8 @@ std::string time_text(const json::value* v) {
 }
 
 std::string progress_text(const json::value& purge) {
-  const auto scanned = number(field(purge, "scanned"));
-  const auto total = number(field(purge, "total"));
+  const auto scanned = number(reply_field(purge, "scanned"));
+  const auto total = number(reply_field(purge, "total"));
   if (!scanned || !total) return std::string(kMissing);
   return progress_bar(*scanned, *total) + "  " + std::to_string(*scanned) + "/" +
          std::to_string(*total);
@@ -130,19 +136,13 @@ void add_purge_row(TextTable& table, const json::value& purge, const std::string
              progress_text(purge), text(purge, "deleted")});
 }
 
-std::string error_sentence(const HttpReply& reply, const json::value* body) {
-  const json::value* error = body ? field(*body, "error") : nullptr;
-  if (error && error->is_string()) return printable(std::string_view(error->get_string()), 1000);
-  return "the config server answered HTTP " + std::to_string(reply.status);
-}
-
 // "hash1 after version 8: waits for grace period (3.1 s left); stream (...)" or "... ready".
 std::string pending_purge_phrase(const json::value& p) {
   std::string waits;
   if (const json::array* list = array_field(p, "waits_for")) {
     for (const json::value& w : *list) waits += (waits.empty() ? "" : "; ") + text(&w);
   }
-  const json::value* held = field(p, "held");
+  const json::value* held = reply_field(p, "held");
   return text(p, "server") + " after version " + text(p, "version") + ": " +
          (held && held->is_bool() && held->get_bool() ? "HELD, " : "") +
          (waits.empty() ? std::string("ready, sent at the next check") : "waits for " + waits);
@@ -229,14 +229,14 @@ std::string TextTable::render() const {
 std::string format_status(const json::value& body) {
   std::string out = "table version " + text(body, "version") + ", mode " + mode_text(body) +
                     replicas_text(body) + ", converged: " + text(body, "converged") + "\n";
-  if (const json::value* change = field(body, "last_change")) {
-    const auto reached = duration_text(field(*change, "reached_every_node_ms"));
+  if (const json::value* change = reply_field(body, "last_change")) {
+    const auto reached = duration_text(reply_field(*change, "reached_every_node_ms"));
     out += "version " + text(*change, "version") +
            (reached ? " reached every node in " + *reached
                     : std::string(" has not reached every node yet")) +
            "\n";
   }
-  if (const json::value* plane = field(body, "control_plane"); plane && plane->is_object()) {
+  if (const json::value* plane = reply_field(body, "control_plane"); plane && plane->is_object()) {
     // Several config servers on one store (or one on a file); older servers send none.
     out += format_control_plane(*plane);
   }
@@ -244,7 +244,7 @@ std::string format_status(const json::value& body) {
     // One per hash server, with what it waits for (issue 13).
     out += "pending purges of old copies:\n";
     for (const json::value& p : *list) out += "  " + pending_purge_phrase(p) + "\n";
-  } else if (const json::value* pending = field(body, "pending_purge")) {
+  } else if (const json::value* pending = reply_field(body, "pending_purge")) {
     std::string servers;
     if (const json::array* list = array_field(*pending, "servers")) {
       for (const json::value& s : *list) servers += " " + text(&s);
@@ -268,14 +268,14 @@ std::string format_status(const json::value& body) {
     };
     for (const json::value& r : *refills) {
       // Its peers' streams first, then the login servers' held writes (docs/design.md §3).
-      const json::value* streamed = field(r, "streams_done");
+      const json::value* streamed = reply_field(r, "streams_done");
       const std::string waiting = streamed && streamed->is_bool() && streamed->get_bool()
                                       ? "the login servers " +
                                             names(array_field(r, "login_servers_holding")) +
                                             " to send what they hold for it"
                                       : "the streams of " + names(array_field(r, "waiting"));
       std::string along;
-      if (const json::value* p = field(r, "progress"); p && p->is_number()) {
+      if (const json::value* p = reply_field(r, "progress"); p && p->is_number()) {
         along = ", " + std::to_string(static_cast<int>(p->to_number<double>() * 100 + 0.5)) +
                 "% scanned, " + text(r, "records_sent") + " records in";
       }
@@ -301,8 +301,8 @@ std::string format_status(const json::value& body) {
                                    text(node, "version"), heartbeat_text(node),
                                    records_text(node),    text(node, "requests_per_s")};
       if (replicated) {
-        row.push_back(field(node, "replication_lag") ? text(node, "replication_lag")
-                                                     : std::string(kMissing));
+        row.push_back(reply_field(node, "replication_lag") ? text(node, "replication_lag")
+                                                           : std::string(kMissing));
       }
       table.add(std::move(row));
     }
@@ -312,7 +312,7 @@ std::string format_status(const json::value& body) {
     // Streams that are running, or ended otherwise than idle (the idle ones say nothing).
     std::string streams;
     for (const json::value& node : *nodes) {
-      const json::value* stream = field(node, "stream");
+      const json::value* stream = reply_field(node, "stream");
       if (!stream || !stream->is_object() || text(*stream, "state") == "idle") continue;
       streams += "  " + text(node, "name") + ": " + stream_phrase(stream) + "\n";
     }
@@ -331,19 +331,19 @@ std::string format_control_plane(const json::value& plane) {
   // "cfg-b (127.0.0.1:7101)": a config server by name and admin address.
   const auto server = [](const json::value& s) {
     std::string out = text(s, "name");
-    const json::value* admin = field(s, "admin");
+    const json::value* admin = reply_field(s, "admin");
     if (admin && admin->is_string() && !admin->get_string().empty())
       out += " (" + text(admin) + ")";
     return out;
   };
   const std::string role = text(plane, "role");
-  const json::value* leader = field(plane, "leader");
+  const json::value* leader = reply_field(plane, "leader");
   const bool leader_known = leader && leader->is_object();
   std::string who;
   if (role == "single") {
     // A file store: no election, no standbys.
     who = "single config server";
-    const json::value* name = field(plane, "name");
+    const json::value* name = reply_field(plane, "name");
     if (name && name->is_string() && !name->get_string().empty()) who += " " + text(name);
   } else {
     if (role == "leader") {
@@ -360,17 +360,17 @@ std::string format_control_plane(const json::value& plane) {
     }
   }
   std::string store = "store " + text(plane, "store");
-  if (const json::value* latency = field(plane, "store_latency_ms")) {
-    if (const auto last = duration_text(field(*latency, "last"))) store += ", last " + *last;
-    if (const auto mean = duration_text(field(*latency, "mean"))) store += ", mean " + *mean;
+  if (const json::value* latency = reply_field(plane, "store_latency_ms")) {
+    if (const auto last = duration_text(reply_field(*latency, "last"))) store += ", last " + *last;
+    if (const auto mean = duration_text(reply_field(*latency, "mean"))) store += ", mean " + *mean;
   }
-  if (const auto errors = number(field(plane, "store_errors"))) {
+  if (const auto errors = number(reply_field(plane, "store_errors"))) {
     store += ", " + std::to_string(*errors) + (*errors == 1 ? " error" : " errors");
   }
   std::string out = "control plane: " + who + "; " + store;
   if (out.size() > 120) out = "control plane: " + who + "\n  " + store;
   out += "\n";
-  const json::value* problem = field(plane, "problem");
+  const json::value* problem = reply_field(plane, "problem");
   if (problem && problem->is_string() && !problem->get_string().empty()) {
     out += "  problem: " + printable(std::string_view(problem->get_string()), 1000) + "\n";
   }
@@ -390,7 +390,7 @@ std::string format_table(const json::value& body) {
   if (const json::array* ranges = array_field(body, "ranges")) {
     TextTable table({"RANGE", "SERVER", "SHARE"});
     for (const json::value& r : *ranges) {
-      const auto lo = number(field(r, "lo")), hi = number(field(r, "hi"));
+      const auto lo = number(reply_field(r, "lo")), hi = number(reply_field(r, "hi"));
       std::string range(kMissing), share(kMissing);
       if (lo && hi && *lo <= *hi) {
         range = format_id_range(*lo, *hi);
@@ -423,7 +423,7 @@ std::string format_history(const json::value& body) {
   if (!list || list->empty()) return "no versions\n";
   TextTable table({"VERSION", "TIME", "CHANGE"});
   for (const json::value& v : *list) {
-    table.add({text(v, "version"), time_text(field(v, "time")), text(v, "change")});
+    table.add({text(v, "version"), time_text(reply_field(v, "time")), text(v, "change")});
   }
   return table.render();
 }
@@ -446,23 +446,23 @@ std::string format_where(const json::value& body) {
 }
 
 std::string format_change(const json::value& body) {
-  const json::value* change = field(body, "change");
+  const json::value* change = reply_field(body, "change");
   return "table version " + text(body, "version") + (change ? ": " + text(change) : "") + "\n";
 }
 
 std::string format_purge(const json::value& body) {
   const std::string server = text(body, "server");
   std::string out;
-  if (const json::value* requested = field(body, "requested")) {
+  if (const json::value* requested = reply_field(body, "requested")) {
     out = "purge " + text(requested) + " requested on " + server + "\n";
   }
   // The progress: {"purge": {...}} or {"purge": {"shards": [...]}}, or "shards" beside "server".
-  const json::value* purge = field(body, "purge");
+  const json::value* purge = reply_field(body, "purge");
   const json::value& progress = purge && purge->is_object() ? *purge : body;
   TextTable table = purge_table();
   if (const json::array* shards = array_field(progress, "shards")) {
     for (const json::value& shard : *shards) add_purge_row(table, shard, server);
-  } else if (field(progress, "state")) {
+  } else if (reply_field(progress, "state")) {
     add_purge_row(table, progress, server);
   }
   if (table.rows() == 0) return out + "no progress reported yet by " + server + "\n";
@@ -489,20 +489,21 @@ std::string stream_phrase(const json::value* stream) {
                     text(*stream, "sent") + " records sent";
   const std::string state = text(*stream, "state");
   if (state == "running") {
-    const auto scanned = number(field(*stream, "scanned"));
-    const auto total = number(field(*stream, "total"));
+    const auto scanned = number(reply_field(*stream, "scanned"));
+    const auto total = number(reply_field(*stream, "total"));
     if (scanned && total) out += ", " + progress_bar(*scanned, *total);
     out += ", " + text(*stream, "rate") + "/s";
-    if (auto eta = number(field(*stream, "eta_ms"))) out += ", ETA " + format_duration_ms(*eta);
+    if (auto eta = number(reply_field(*stream, "eta_ms")))
+      out += ", ETA " + format_duration_ms(*eta);
   }
-  if (auto restarts = number(field(*stream, "restarts")); restarts && *restarts > 0) {
+  if (auto restarts = number(reply_field(*stream, "restarts")); restarts && *restarts > 0) {
     out += ", " + std::to_string(*restarts) + " restarts";
   }
   return out;
 }
 
 bool drain_done(const json::value& drain) {
-  const json::value* drained = field(drain, "drained");
+  const json::value* drained = reply_field(drain, "drained");
   return drained && drained->is_bool() && drained->get_bool();
 }
 
@@ -510,13 +511,13 @@ std::string drain_progress_line(const json::value& drain) {
   std::string out = text(drain, "server") + " (out of the table at version " +
                     text(drain, "version") + ", " + text(drain, "state") + "): ";
   if (drain_done(drain)) return out + "drained, it holds nothing";
-  out += text(drain, "records") + " records; stream " + stream_phrase(field(drain, "stream"));
-  const json::value* pending = field(drain, "pending_purge");
+  out += text(drain, "records") + " records; stream " + stream_phrase(reply_field(drain, "stream"));
+  const json::value* pending = reply_field(drain, "pending_purge");
   if (pending && pending->is_object()) {
     out += "; purge pending: " +
            pending_purge_phrase(*pending).substr(text(*pending, "server").size() + 1);
   } else {
-    const json::value* sent = field(drain, "purge_sent");
+    const json::value* sent = reply_field(drain, "purge_sent");
     out += sent && sent->is_bool() && sent->get_bool() ? "; purge sent" : "; no purge pending";
   }
   return out;
@@ -540,8 +541,8 @@ ImctlInvocation drain_poll_invocation(const ImctlInvocation& drain) {
 
 std::string format_drain(const json::value& body) {
   // POST: {"version", "change", "table", "drain": {...}}; GET: the drain object itself.
-  if (field(body, "change")) {
-    const json::value* drain = field(body, "drain");
+  if (reply_field(body, "change")) {
+    const json::value* drain = reply_field(body, "drain");
     return format_change(body) + (drain ? drain_progress_line(*drain) + "\n" : std::string());
   }
   return drain_progress_line(body) + "\n";
@@ -553,7 +554,7 @@ std::string format_streams(const json::value& body) {
   TextTable table({"SERVER", "NODE", "STREAM", "VERSION", "SENT", "PROGRESS", "RATE/S", "ETA",
                    "RESTARTS", "TARGETS"});
   for (const json::value& row : *list) {
-    const json::value* stream = field(row, "stream");
+    const json::value* stream = reply_field(row, "stream");
     if (!stream || !stream->is_object()) {
       table.add({text(row, "server"), text(row, "state"), "no report", "-", "-", "-", "-", "-", "-",
                  "-"});
@@ -566,7 +567,7 @@ std::string format_streams(const json::value& body) {
             (targets.empty() ? "" : " ") + text(target, "name") + "=" + text(target, "records");
       }
     }
-    const auto eta = number(field(*stream, "eta_ms"));
+    const auto eta = number(reply_field(*stream, "eta_ms"));
     table.add({text(row, "server"), text(row, "state"), text(*stream, "state"),
                text(*stream, "version"), text(*stream, "sent"), progress_text(*stream),
                text(*stream, "rate"),
@@ -622,190 +623,5 @@ std::string format_reply(const ImctlInvocation& inv, const json::value& body) {
 }
 
 // ---- Following the leader ----------------------------------------------------------------------
-
-namespace {
-
-std::optional<AdminAddress> admin_address(const std::string& text) {
-  try {
-    const HostPort hp = parse_host_port(text, "leader");
-    if (hp.port != 0) return AdminAddress{text, hp.host, hp.port};
-  } catch (const UsageError&) {
-  }
-  return std::nullopt;
-}
-
-// What one failed attempt said, after "ADDRESS: ".
-std::string attempt_phrase(const HttpOutcome& outcome, std::chrono::milliseconds timeout) {
-  switch (outcome.failure) {
-    case HttpFailure::kUnreachable:
-      return outcome.error;
-    case HttpFailure::kTimeout:
-      return "no answer within " + std::to_string(timeout.count()) + " ms (" + outcome.error + ")";
-    case HttpFailure::kBadReply:
-      return "no valid reply (" + outcome.error + ")";
-    case HttpFailure::kNone:
-      break;
-  }
-  const std::optional<StandbyAnswer> standby = standby_answer(outcome);
-  if (!standby) return "HTTP " + std::to_string(outcome.reply.status);  // not a failure
-  if (!standby->leader_admin.empty()) {
-    return "standby, leader " +
-           (standby->leader_name.empty() ? std::string() : standby->leader_name + " at ") +
-           standby->leader_admin + (admin_address(standby->leader_admin) ? "" : " (not HOST:PORT)");
-  }
-  if (standby->error.find("standby") != std::string::npos) return standby->error;
-  return "standby, no leader known: " + standby->error;
-}
-
-}  // namespace
-
-std::optional<StandbyAnswer> standby_answer(const HttpOutcome& outcome) {
-  if (outcome.failure != HttpFailure::kNone || outcome.reply.status != 503) return std::nullopt;
-  json::error_code ec;
-  const json::value body = json::parse(outcome.reply.body, ec);
-  if (ec || !body.is_object()) return std::nullopt;
-  StandbyAnswer answer;
-  answer.error = error_sentence(outcome.reply, &body);
-  const json::value* leader = field(body, "leader");
-  if (!leader && answer.error.find("standby") == std::string::npos) return std::nullopt;
-  if (leader && leader->is_object()) {
-    const json::value* name = field(*leader, "name");
-    const json::value* admin = field(*leader, "admin");
-    if (admin && admin->is_string()) {
-      answer.leader_admin = printable(std::string_view(admin->get_string()), 300);
-      if (name && name->is_string()) {
-        answer.leader_name = printable(std::string_view(name->get_string()), 100);
-      }
-    }
-  }
-  return answer;
-}
-
-AdminStep next_admin_step(const std::vector<AdminAddress>& order,
-                          const std::vector<AdminAttempt>& attempts,
-                          std::chrono::milliseconds timeout) {
-  const auto asked = [&](const AdminAddress& a) {
-    return std::any_of(attempts.begin(), attempts.end(), [&](const AdminAttempt& attempt) {
-      return same_admin_address(attempt.address, a);
-    });
-  };
-  AdminStep step;
-  if (!attempts.empty() && attempts.back().outcome.failure == HttpFailure::kNone) {
-    const std::optional<StandbyAnswer> standby = standby_answer(attempts.back().outcome);
-    if (!standby) return step;  // a config server's answer: the outcome
-    // A standby: its leader next, unless asked already (then the list goes on).
-    if (std::optional<AdminAddress> leader = admin_address(standby->leader_admin)) {
-      if (!asked(*leader)) step.ask = std::move(leader);
-    }
-  }
-  for (size_t i = 0; !step.ask && i < order.size(); ++i) {
-    if (!asked(order[i])) step.ask = order[i];
-  }
-  if (step.ask && attempts.size() < kImctlMaxAdminAttempts) return step;
-  step.ask.reset();
-  for (const AdminAttempt& attempt : attempts) {
-    step.failed += (step.failed.empty() ? "" : "; ") + attempt.address.text + ": " +
-                   attempt_phrase(attempt.outcome, timeout);
-  }
-  if (step.failed.empty()) step.failed = "no config server to ask";
-  return step;
-}
-
-std::vector<AdminAddress> admin_order(const std::vector<AdminAddress>& admins,
-                                      const std::optional<AdminAddress>& answered) {
-  std::vector<AdminAddress> order;
-  if (answered) order.push_back(*answered);
-  for (const AdminAddress& a : admins) {
-    if (!answered || !same_admin_address(a, *answered)) order.push_back(a);
-  }
-  return order;
-}
-
-ImctlInvocation asking(const ImctlInvocation& inv, const AdminAddress& address) {
-  ImctlInvocation out = inv;
-  out.admin = address.text;
-  out.host = address.host;
-  out.port = address.port;
-  return out;
-}
-
-ImctlOutput all_failed_output(const ImctlInvocation& inv, const std::vector<AdminAttempt>& attempts,
-                              const std::string& failed) {
-  if (attempts.size() == 1 && attempts[0].outcome.failure != HttpFailure::kNone) {
-    return imctl_output(asking(inv, attempts[0].address), attempts[0].outcome);  // as with one
-  }
-  ImctlOutput o;
-  o.exit_code = kExitUnavailable;
-  o.err = "imctl: no config server served the request: " + failed + "\n";
-  if (inv.json && !attempts.empty() && attempts.back().outcome.failure == HttpFailure::kNone) {
-    o.out = attempts.back().outcome.reply.body;
-    if (!o.out.empty() && o.out.back() != '\n') o.out += '\n';
-  }
-  return o;
-}
-
-AdminFollow follow_leader(const ImctlInvocation& inv, const std::vector<AdminAddress>& order,
-                          const AdminExchange& exchange) {
-  std::vector<AdminAttempt> attempts;
-  AdminStep step = next_admin_step(order, attempts, inv.timeout);
-  while (step.ask) {
-    HttpOutcome outcome = exchange(*step.ask);
-    attempts.push_back(AdminAttempt{std::move(*step.ask), std::move(outcome)});
-    step = next_admin_step(order, attempts, inv.timeout);
-  }
-  AdminFollow follow;
-  if (step.failed.empty()) {
-    follow.answered = attempts.back().address;
-    follow.output = imctl_output(asking(inv, *follow.answered), attempts.back().outcome);
-  } else {
-    follow.output = all_failed_output(inv, attempts, step.failed);
-  }
-  if (!attempts.empty()) follow.outcome = std::move(attempts.back().outcome);
-  return follow;
-}
-
-ImctlOutput imctl_output(const ImctlInvocation& inv, const HttpOutcome& outcome) {
-  ImctlOutput o;
-  switch (outcome.failure) {
-    case HttpFailure::kNone:
-      break;
-    case HttpFailure::kUnreachable:
-      o.exit_code = kExitUnavailable;
-      o.err = "imctl: cannot reach the config server at " + inv.admin + ": " + outcome.error + "\n";
-      return o;
-    case HttpFailure::kTimeout:
-      o.exit_code = kExitUnavailable;
-      o.err = "imctl: no answer from the config server at " + inv.admin + " within " +
-              std::to_string(inv.timeout.count()) + " ms (" + outcome.error + ")\n";
-      return o;
-    case HttpFailure::kBadReply:
-      o.exit_code = kExitUnavailable;
-      o.err = "imctl: no valid reply from the config server at " + inv.admin + ": " +
-              outcome.error + "\n";
-      return o;
-  }
-
-  const HttpReply& reply = outcome.reply;
-  json::error_code ec;
-  const json::value body = json::parse(reply.body, ec);
-  const bool ok = reply.status >= 200 && reply.status < 300;
-  if (inv.json) {
-    o.out = reply.body;
-    if (!o.out.empty() && o.out.back() != '\n') o.out += '\n';
-  }
-  if (!ok) {
-    o.exit_code = 1;
-    o.err = "imctl: " + inv.name + ": " + error_sentence(reply, ec ? nullptr : &body) + "\n";
-    return o;
-  }
-  if (ec) {
-    o.exit_code = kExitUnavailable;
-    o.err = "imctl: the reply from " + inv.admin + " is not JSON (" + ec.message() +
-            "); is it the config server's admin API?\n";
-    return o;
-  }
-  if (!inv.json) o.out = format_reply(inv, body);
-  return o;
-}
 
 }  // namespace imhash

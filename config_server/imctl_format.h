@@ -27,6 +27,11 @@ struct ImctlOutput {
   std::string err;  // for stderr
 };
 
+// A key of a reply's JSON object (null if absent, or if `v` is not an object), and the sentence
+// that says why a reply failed (its "error" field, or its HTTP status).
+const boost::json::value* reply_field(const boost::json::value& v, std::string_view key);
+std::string reply_error(const HttpReply& reply, const boost::json::value* body);
+
 // What imctl prints and returns for the outcome of its one exchange: the human text (or, with
 // --json, the body as is) on success; "imctl: COMMAND: sentence" and 1 when the server refused;
 // "imctl: cannot reach the config server at ADDRESS: reason" and 69 when it could not be reached.
