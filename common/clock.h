@@ -21,4 +21,7 @@ inline uint64_t unix_micros() {
                                    .count());
 }
 
+// The same in milliseconds: for times shown to operators (a purge's start, a history entry).
+inline uint64_t unix_millis() { return unix_micros() / 1000; }
+
 }  // namespace imhash

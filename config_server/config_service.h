@@ -246,6 +246,8 @@ class ConfigService final : public AdminBackend {
   bool was_ever_member(const std::string& name) const;
   static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
+  // A table as the admin API shows it: its JSON file form, parsed.
+  static boost::json::value table_value(const Table& t);
 
   ThreadCheck thread_;  // the thread that constructed it
   StateStore& store_;
