@@ -131,14 +131,24 @@ int ConfigCluster::leader() {
     }
     ChildProcess p(options_.binaries.imctl, args, imctl_options());
     const std::string out = p.read_all();
-    if (p.stop(0) != 0) continue;  // a standby answers 503
+    if (p.stop(0) != 0) continue;  // nobody it could reach leads
     boost::system::error_code ec;
     const boost::json::value v = boost::json::parse(out, ec);
     const auto* o = ec ? nullptr : v.if_object();
     const auto* plane = o ? o->if_contains("control_plane") : nullptr;
     const auto* role =
         plane && plane->is_object() ? plane->as_object().if_contains("role") : nullptr;
-    if (role && role->is_string() && role->as_string() != "standby") return static_cast<int>(i);
+    // imctl asked a standby follows it to the leader: the answer is this one's only if the
+    // leader it names is this config server.
+    const auto* who =
+        plane && plane->is_object() ? plane->as_object().if_contains("leader") : nullptr;
+    const auto* admin = who && who->is_object() ? who->as_object().if_contains("admin") : nullptr;
+    if (!role || !role->is_string()) continue;
+    if (role->as_string() == "single" ||
+        (role->as_string() == "leader" && admin && admin->is_string() &&
+         admin->as_string() == admin_addrs_[i])) {
+      return static_cast<int>(i);
+    }
   }
   return -1;
 }

@@ -120,6 +120,7 @@ void Handoff::emit(size_t buffer, std::vector<Batch>& out) {
   Batch full;
   full.generation = generation_;
   full.seq = next_seq_++;
+  full.version = progress_.version;
   full.target = b.target;
   full.target_shard = b.target_shard;
   full.count = b.count;

@@ -39,6 +39,8 @@ class Handoff {
   struct Batch {
     uint64_t generation = 0;  // of the scan that cut it (a restart makes older batches moot)
     uint64_t seq = 0;         // within the shard, to match its acknowledgement
+    uint64_t version = 0;     // the table it was cut under (the receiver drops ids a table at
+                              // least as new does not place there)
     ServerInfo target;        // the owner, as the table names it (address, shard count)
     uint16_t target_shard = 0;
     uint16_t count = 0;

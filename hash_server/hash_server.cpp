@@ -356,11 +356,14 @@ void HashServer::render_metrics(MetricsText& m) const {
     for (const auto& [result, n] : {std::pair{"stored", s.counters.imported},
                                     std::pair{"newer", s.counters.import_skipped_newer},
                                     std::pair{"deleted", s.counters.import_skipped_deleted},
-                                    std::pair{"wrong_shard", s.counters.import_wrong_shard}}) {
-      m.counter("imhash_import_records_total",
-                "streamed records received: stored, or skipped because the shard held a newer one, "
-                "the id was deleted during the move, or it belongs to another shard",
-                static_cast<double>(n), {{"shard", std::to_string(s.shard)}, {"result", result}});
+                                    std::pair{"wrong_shard", s.counters.import_wrong_shard},
+                                    std::pair{"not_held", s.counters.import_not_held}}) {
+      m.counter(
+          "imhash_import_records_total",
+          "streamed records received: stored, or skipped because the shard held a newer one, "
+          "the id was deleted during the move, it belongs to another shard, or a table at least as "
+          "new as the batch's places it on another server",
+          static_cast<double>(n), {{"shard", std::to_string(s.shard)}, {"result", result}});
     }
     m.counter("imhash_repairs_skipped_deleted_total",
               "read repairs not stored because the id was deleted during a move",

@@ -118,6 +118,7 @@ void Shard::set_router(std::shared_ptr<const Router> router, std::chrono::millis
     const auto grace_s =
         static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(grace).count());
     tombstone_until_ = std::max(tombstone_until_, now + grace_s + kTombstoneSlackS);
+    forget_tombstones_not_held();
     if (handoff_.running()) {
       // Complete under the newest table: scan again against it.
       handoff_.start(router_, self_index_, store_, /*fresh=*/false, stream_history_, stream_lost_);
@@ -387,8 +388,18 @@ void Shard::handle_purge(const Request& q, Response& r) {
   r.purge = purge_.progress();
 }
 
+bool Shard::placed_elsewhere(uint64_t id, uint64_t sender_version) const {
+  return router_ && router_->version() >= sender_version &&
+         (self_index_ < 0 || !router_->holds(id, static_cast<uint32_t>(self_index_)));
+}
+
 void Shard::remember_delete(uint64_t id, const Request& q) {
   IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  // The old copy of a user who logs out during a move (kFlagAnyOwner), deleted here while a table
+  // at least as new as the sender's places the id elsewhere: the owner remembers that delete. Were
+  // it remembered here too, a later table moving the id back would have this shard drop the
+  // record the owner streams to it — a login made there after this delete.
+  if (placed_elsewhere(id, q.table_version)) return;
   // A sender with a newer table than ours announces a change we have not installed yet: ids may
   // be on their way to us already.
   if (router_ && q.table_version > router_->version()) {
@@ -403,6 +414,13 @@ void Shard::remember_delete(uint64_t id, const Request& q) {
     return;
   }
   tombstones_.insert(id);
+}
+
+void Shard::forget_tombstones_not_held() {
+  IMHASH_ON_OWNER_THREAD(on_shard_thread());
+  // A tombstone guards the owner's store. Once the id is placed elsewhere, its owner there has
+  // taken every later write; if the id comes back, what comes with it is newer than this delete.
+  std::erase_if(tombstones_, [this](uint64_t id) { return placed_elsewhere(id, 0); });
 }
 
 void Shard::expire_tombstones() {
@@ -436,6 +454,13 @@ void Shard::handle_import(const Request& q) {
     decode_next();
     if (shard_of(rec.id, shard_count_) != index_) {
       ++counters_.import_wrong_shard;
+      continue;
+    }
+    // Cut under a table no newer than ours, which places the id elsewhere: a batch of a move
+    // that was overtaken (the source scans again under the newer table and still holds the
+    // record). Stored here, a fallback read could find a copy older than a logout.
+    if (placed_elsewhere(rec.id, q.table_version == 0 ? UINT64_MAX : q.table_version)) {
+      ++counters_.import_not_held;
       continue;
     }
     if (deleted_in_move(rec.id)) {

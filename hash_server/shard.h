@@ -36,6 +36,7 @@ struct ShardCounters {
   // the id was deleted during the move, or it belongs to another shard).
   uint64_t imported = 0, import_skipped_newer = 0, import_skipped_deleted = 0;
   uint64_t import_wrong_shard = 0;
+  uint64_t import_not_held = 0;  // cut under a table no newer than ours, which places it elsewhere
   uint64_t repairs_skipped_deleted = 0;  // read repairs of ids deleted during a move
   uint64_t tombstones_dropped = 0;       // deletes not remembered: the tombstone set was full
   uint64_t not_ready = 0;                // GET misses answered NOT_READY while being refilled
@@ -149,6 +150,10 @@ class Shard {
   void start_purge(frame::PurgeAction action, uint32_t age_seconds, uint64_t id);
   // Deletes are remembered (tombstones) while a move may still bring the id back.
   void remember_delete(uint64_t id, const frame::Request& q);
+  // Our table is at least as new as `sender_version` and does not place `id` on this server.
+  bool placed_elsewhere(uint64_t id, uint64_t sender_version) const;
+  // On a new table: tombstones of ids it places elsewhere go (their owner remembers its deletes).
+  void forget_tombstones_not_held();
   bool deleted_in_move(uint64_t id) const {
     return !tombstones_.empty() && tombstones_.count(id) != 0;
   }

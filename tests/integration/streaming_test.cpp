@@ -106,6 +106,37 @@ TEST_CASE("streaming: users logged out on one login server during a move stay lo
   CHECK(found(udp1, kLoggedOut + 1, kUsers - kLoggedOut) == kUsers - kLoggedOut);
 }
 
+TEST_CASE("streaming: users who log out and back in while their ids are away come back with them") {
+  // A range moves to hash2 and straight back. Its users logged out either before the first move
+  // (hash1 deleted them as their owner) or during it (hash1 deleted the old copies), then logged
+  // in again at hash2. When the range comes back, hash2's stream must bring them to hash1: a
+  // delete hash1 remembered for the first move must not turn away the later login.
+  ConfigCluster c(ConfigClusterOptions{.grace_ms = 1500});
+  const uint16_t udp = c.start_serving(2);  // range mode: hash1 owns the first half of ids
+  constexpr uint64_t kUsers = 1000, kFirstHalf = kUsers / 2;
+  log_in(udp, 1, kUsers);
+  UdpClient client(udp);
+  auto log_out = [&](uint64_t first, uint64_t last) {
+    for (uint64_t id = first; id <= last; ++id) {
+      const auto bye = client.call(UdpClient::make(client::Op::kLogout, id));
+      REQUIRE(bye);
+      CHECK(bye->status == client::Status::kOk);
+    }
+  };
+  log_out(kFirstHalf + 1, kUsers);  // at hash1, their owner
+  const std::string range = "1-" + std::to_string(kUsers);
+  REQUIRE(c.imctl({"assign", range, "hash2"}).exit_code == 0);
+  log_out(1, kFirstHalf);  // during the move: the old copies at hash1 and the new ones at hash2
+  log_in(udp, 1, kUsers);  // at hash2, the owner now
+  REQUIRE(wait_until([&] { return c.records(1) == 0 && c.records(2) == kUsers; }, kMovePatience,
+                     kPollInterval));
+
+  REQUIRE(c.imctl({"assign", range, "hash1"}).exit_code == 0);
+  CHECK(wait_until([&] { return c.records(1) == kUsers && c.records(2) == 0; }, kMovePatience,
+                   kPollInterval));
+  CHECK(found(udp, 1, kUsers) == kUsers);
+}
+
 TEST_CASE("streaming: a server frozen past DOWN and failed over purges everything when it wakes") {
   ConfigCluster c(ConfigClusterOptions{.failover = "auto"});
   const uint16_t udp = c.start_serving(3);

@@ -90,6 +90,8 @@ struct Cuts {
 
 void check_batch(const Handoff::Batch& b, const Router& router, uint64_t generation, Cuts& cuts) {
   CHECK(b.generation == generation);
+  // The receiver judges a batch by the table it was cut under.
+  CHECK(b.version == router.version());
   REQUIRE(b.count > 0);
   CHECK(b.count <= kBatchRecords);
   cuts.full_batches += b.count == kBatchRecords;
