@@ -6,36 +6,16 @@
 // Thread rules: called on the config server's main io_context thread only.
 #pragma once
 
-#include <boost/json.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "admin_api/admin_contract.h"
 #include "common/frame_protocol.h"
 #include "common/table.h"
 
 namespace imhash {
-
-struct AdminResult {
-  unsigned status = 200;  // HTTP status: 200, 400 (bad request), 404 (unknown), 409 (conflict),
-                          // 503 (cannot be done now, e.g. state not writable)
-  boost::json::value body;
-
-  static AdminResult ok(boost::json::value body) { return {200, std::move(body)}; }
-  static AdminResult error(unsigned status, const std::string& sentence) {
-    return {status, boost::json::object{{"error", sentence}}};
-  }
-};
-
-struct ServerSpec {
-  std::string name;
-  std::optional<std::string> address;  // absent: take it from the registered node of that name
-  std::optional<uint32_t> shards;      // absent: from the registered node
-  uint32_t weight = 1;
-};
-
-enum class StreamControl : uint8_t { kCancel, kRestart };
 
 class AdminBackend {
  public:

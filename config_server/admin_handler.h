@@ -21,10 +21,6 @@
 
 namespace imhash {
 
-inline constexpr size_t kAdminMaxBodyBytes = size_t{1} << 20;  // larger bodies get 413
-inline constexpr uint64_t kAdminDefaultHistoryLimit = 20;
-inline constexpr uint64_t kAdminMaxHistoryLimit = 1000;
-
 // Routes `method` + `target` ("/v1/history?limit=5") to `backend`. Answers itself:
 //   GET /healthz -> 200 {"ok": true} (the backend is not called);
 //   400 {"error": "..."} for a bad query, body or field; 404 for an unknown path; 405 for a method

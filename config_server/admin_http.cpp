@@ -10,8 +10,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "admin_api/admin_guard.h"
 #include "common/endpoint.h"
-#include "config_server/admin_guard.h"
 #include "config_server/status_page.h"
 
 namespace imhash {

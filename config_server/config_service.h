@@ -284,7 +284,10 @@ class ConfigService final : public AdminBackend {
   uint64_t store_write_errors_ = 0;
   double store_last_ms_ = 0;
   double store_total_ms_ = 0;
-  // How late heartbeats are handled (Heartbeat::sent_us to now), as a histogram.
+  // How late heartbeats are handled (Heartbeat::sent_us to now), as a histogram of these bounds
+  // (seconds).
+  inline static const std::vector<double> kHeartbeatLagBounds{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
   std::vector<uint64_t> heartbeat_lag_counts_;
   double heartbeat_lag_sum_s_ = 0;
   uint64_t heartbeats_ = 0;

@@ -5,7 +5,7 @@
 #include <charconv>
 
 #include "common/endpoint.h"
-#include "config_server/imctl_http.h"
+#include "common/http_client.h"
 
 namespace json = boost::json;
 

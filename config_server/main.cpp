@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 
+#include "admin_api/admin_guard.h"
 #include "common/cluster_key.h"
 #include "common/endpoint.h"
 #include "common/lifecycle.h"
@@ -11,7 +12,6 @@
 #include "common/options.h"
 #include "common/table_text.h"
 #include "common/tls_options.h"
-#include "config_server/admin_guard.h"
 #include "config_server/admin_http.h"
 #include "config_server/config_service.h"
 #include "config_server/control_plane.h"

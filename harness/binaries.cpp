@@ -15,7 +15,7 @@ Binaries Binaries::of_build(const std::string& dir) {
   Binaries b{dir + "/hash_server/hash_server",
              dir + "/login_server/login_server",
              dir + "/config_server/config_server",
-             dir + "/config_server/imctl",
+             dir + "/imctl/imctl",
              dir + "/tools/udp_sim/udp_sim",
              dir + "/tools/hiccup_meter",
              dir + "/tools/hash_bench",

@@ -19,7 +19,7 @@ if [[ -t 1 ]]; then
 else
   say() { printf '\n== %s\n' "$*"; }
 fi
-imctl() { "$IMHASH_BUILD/config_server/imctl" --admin "$ADMIN" "$@"; }
+imctl() { "$IMHASH_BUILD/imctl/imctl" --admin "$ADMIN" "$@"; }
 records_of() { imctl --json servers | grep -o "\"name\":\"$1\"[^}]*\"records\":[0-9]*" | grep -o '[0-9]*$' || echo 0; }
 
 say "Building (first run: installs packages and compiles, a few minutes)"

@@ -72,7 +72,7 @@ start_config_server() {
 # ADMIN lists the node NAME.
 wait_registered() {
   for _ in $(seq 1 100); do
-    "$IMHASH_BUILD/config_server/imctl" --admin "$1" --json status | grep -q "\"name\":\"$2\"" && return 0
+    "$IMHASH_BUILD/imctl/imctl" --admin "$1" --json status | grep -q "\"name\":\"$2\"" && return 0
     sleep 0.05
   done
   return 1

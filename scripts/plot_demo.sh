@@ -16,7 +16,7 @@ out=${1:-$IMHASH_ROOT/docs/live_reassignment.png}
 
 work=$(mktemp -d /tmp/imhash-plot.XXXXXX)
 trap 'stop_all; echo "logs: $work"' EXIT
-imctl() { "$IMHASH_BUILD/config_server/imctl" --admin "$ADMIN" "$@"; }
+imctl() { "$IMHASH_BUILD/imctl/imctl" --admin "$ADMIN" "$@"; }
 
 build_release
 

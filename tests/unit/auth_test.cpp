@@ -8,7 +8,7 @@
 
 #include "common/key_file.h"
 #include "common/token.h"
-#include "config_server/imctl_command.h"
+#include "imctl/imctl_command.h"
 #include "login_server/request_plan.h"
 
 using namespace imhash;

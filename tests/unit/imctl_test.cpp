@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/http_client.h"
 #include "config_server/admin_http.h"
-#include "config_server/imctl_command.h"
-#include "config_server/imctl_format.h"
-#include "config_server/imctl_http.h"
+#include "imctl/imctl_command.h"
+#include "imctl/imctl_format.h"
 
 namespace imhash {
 namespace {

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "config_server/imctl_command.h"
-#include "config_server/imctl_http.h"
+#include "common/http_client.h"
+#include "imctl/imctl_command.h"
 
 namespace imhash {
 

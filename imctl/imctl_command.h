@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "admin_api/admin_contract.h"
 #include "common/client_protocol.h"
-#include "config_server/admin_backend.h"
 
 namespace imhash {
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config_server/admin_backend.h"
+#include "admin_api/admin_contract.h"
 
 namespace imhash {
 

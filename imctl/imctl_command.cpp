@@ -1,14 +1,15 @@
-#include "config_server/imctl_command.h"
+#include "imctl/imctl_command.h"
 
 #include <boost/json.hpp>
 #include <initializer_list>
 #include <limits>
 
+#include "admin_api/admin_contract.h"
 #include "common/endpoint.h"
 #include "common/options.h"
+#include "common/printable.h"
 #include "common/table_text.h"
 #include "common/token.h"
-#include "config_server/admin_handler.h"
 
 namespace imhash {
 

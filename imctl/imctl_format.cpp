@@ -1,13 +1,14 @@
-#include "config_server/imctl_format.h"
+#include "imctl/imctl_format.h"
 
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
 
+#include "admin_api/admin_contract.h"
 #include "common/options.h"
+#include "common/printable.h"
 #include "common/table_text.h"
-#include "config_server/admin_handler.h"
 
 namespace imhash {
 

@@ -1,5 +1,6 @@
-// imctl's HTTP client: one request to the config server's admin API and its reply, bounded by a
-// timeout that covers name resolution, connecting, sending and receiving. Failures are values.
+// The HTTP client of imctl (the config server's admin API) and of the etcd client (etcd's JSON
+// gateway): one request and its reply (Boost.Beast, HTTP/1.1), bounded by a timeout that covers
+// name resolution, connecting, sending and receiving. Failures are values.
 //
 // Thread rules: a blocking function with its own io_context; any thread may call it.
 #pragma once
@@ -29,7 +30,7 @@ struct HttpOutcome {
   HttpReply reply;
 };
 
-inline constexpr size_t kImctlMaxReplyBytes = size_t{256} << 20;
+inline constexpr size_t kHttpMaxReplyBytes = size_t{256} << 20;
 
 // Sends `method target` to host:port (a POST's body as application/json; with `token`, as
 // "Authorization: Bearer TOKEN") and reads the reply; the whole exchange takes at most `timeout`.

@@ -1,4 +1,4 @@
-#include "config_server/imctl_http.h"
+#include "common/http_client.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -65,7 +65,7 @@ asio::awaitable<HttpOutcome> exchange(std::string host, uint16_t port, http::ver
 
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(kImctlMaxReplyBytes);
+  parser.body_limit(kHttpMaxReplyBytes);
   auto [rdec, read] = co_await http::async_read(stream, buffer, parser, kAwait);
   if (rdec == beast::error::timeout) co_return failed(HttpFailure::kTimeout, "reading the reply");
   if (rdec == http::error::end_of_stream || rdec == asio::error::eof) {

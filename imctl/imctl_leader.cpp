@@ -5,10 +5,10 @@
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "admin_api/admin_contract.h"
 #include "common/options.h"
 #include "common/printable.h"
-#include "config_server/admin_handler.h"
-#include "config_server/imctl_format.h"
+#include "imctl/imctl_format.h"
 
 namespace imhash {
 

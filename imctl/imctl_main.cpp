@@ -11,13 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "admin_api/admin_guard.h"
+#include "common/http_client.h"
 #include "common/key_file.h"
 #include "common/options.h"
 #include "common/token.h"
-#include "config_server/admin_guard.h"
-#include "config_server/imctl_command.h"
-#include "config_server/imctl_format.h"
-#include "config_server/imctl_http.h"
+#include "imctl/imctl_command.h"
+#include "imctl/imctl_format.h"
 
 namespace {
 

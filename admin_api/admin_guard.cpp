@@ -1,4 +1,4 @@
-#include "config_server/admin_guard.h"
+#include "admin_api/admin_guard.h"
 
 #include <openssl/crypto.h>
 #include <sys/stat.h>
