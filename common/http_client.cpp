@@ -49,7 +49,7 @@ asio::awaitable<HttpOutcome> exchange(std::string host, uint16_t port, http::ver
 
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, format_host_port(host, port));
-  req.set(http::field::user_agent, "imctl");
+  req.set(http::field::user_agent, "imhash");
   req.set(http::field::accept, "application/json");
   // Every state-changing request says it is JSON: the admin API refuses one that does not (a
   // browser cannot send that cross-site without a preflight).

@@ -1,6 +1,7 @@
-// http_get: a blocking HTTP GET (and POST) to a daemon on loopback for integration tests (metrics,
-// the Prometheus that the observability test runs, etcd's JSON gateway). HTTP/1.0, so replies are
-// never chunked; a 5 s receive timeout. With a reader of /metrics texts. Any thread.
+// http_get: a blocking HTTP GET (and POST) to a daemon for integration tests (metrics, the
+// Prometheus that the observability test runs, etcd's JSON gateway), over the project's one HTTP
+// client (common/http_client.h), the whole exchange bounded by 5 s. With a reader of /metrics
+// texts. Any thread.
 #pragma once
 
 #include <string>
@@ -15,9 +16,8 @@ struct HttpReply {
 // `address` "127.0.0.1:PORT"; `target` "/metrics", "/api/v1/query?query=up".
 HttpReply http_get(const std::string& address, const std::string& target);
 
-// POST `body` (of `content_type`) to http://ADDRESS/TARGET.
-HttpReply http_post(const std::string& address, const std::string& target, const std::string& body,
-                    const std::string& content_type = "application/json");
+// POST `body` (JSON) to http://ADDRESS/TARGET.
+HttpReply http_post(const std::string& address, const std::string& target, const std::string& body);
 
 // `text` percent-encoded for a query string value.
 std::string url_encode(const std::string& text);
