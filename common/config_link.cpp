@@ -32,7 +32,7 @@ namespace imhash {
 
 namespace {
 
-constexpr size_t kReadBufferSize = 64 * 1024;
+constexpr size_t kControlReadBufferSize = 64 * 1024;
 // A session that stayed up this long after its welcome was healthy: the back-off starts over.
 constexpr milliseconds kStableSession{1000};
 constexpr milliseconds kMinHeartbeat{10};
@@ -142,7 +142,7 @@ struct ConfigLink::State {
   std::vector<uint8_t> out;
 
   // Grows for one large message (a table push) up to the protocol's limit, then shrinks back.
-  StreamBuffer in{kReadBufferSize, control::kLengthPrefixSize + control::kMaxMessageSize};
+  StreamBuffer in{kControlReadBufferSize, control::kLengthPrefixSize + control::kMaxMessageSize};
 };
 
 template <typename F>

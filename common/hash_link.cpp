@@ -32,7 +32,7 @@ const char* to_string(HashLink::State s) {
 
 namespace {
 // Room for a full read of pipelined answers plus one maximal frame.
-constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
+constexpr size_t kFrameReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
 
 }  // namespace
 
@@ -47,7 +47,7 @@ HashLink::HashLink(asio::io_context& ctx, LinkListener& listener, const LinkSett
       retry_timer_(ctx),
       backoff_(settings.backoff_initial, settings.backoff_max, seed),
       pending_(settings.max_in_flight),
-      in_(kReadBufferSize) {
+      in_(kFrameReadBufferSize) {
   queued_.reserve(64 * 1024);
   writing_buf_.reserve(64 * 1024);
 }
@@ -296,9 +296,12 @@ asio::awaitable<bool> HashLink::connect_once() {
     if (has_proof) {
       std::copy_n(r.auth.begin(), link_auth::kNonceSize, transcript.server_nonce.begin());
     }
+    // Without a proof r.auth may be empty, its data() null: no offset is applied to it.
     const auto server_proof =
-        std::span(reinterpret_cast<const uint8_t*>(r.auth.data()) + link_auth::kNonceSize,
-                  has_proof ? link_auth::kProofSize : 0);
+        has_proof
+            ? std::span(reinterpret_cast<const uint8_t*>(r.auth.data()) + link_auth::kNonceSize,
+                        link_auth::kProofSize)
+            : std::span<const uint8_t>();
     if (!has_proof || !link_auth::verify(settings_.cluster_key, link_auth::Side::kServer,
                                          transcript, server_proof)) {
       ++auth_failures_;

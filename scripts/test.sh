@@ -4,8 +4,8 @@
 # Usage: scripts/test.sh [--sanitize | --fuzz] [extra ctest arguments]
 #   (none)      optimised build in build/ (IMHASH_BUILD_TYPE, default RelWithDebInfo; CI: Release),
 #               unit + integration + fuzz-corpus replay tests
-#   --sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/
-#               (without unity batches: the tree where a missing #include still fails)
+#   --sanitize  the same suite built with clang++, AddressSanitizer + UndefinedBehaviorSanitizer, in
+#               build-asan/ (without unity batches: the tree where a missing #include still fails)
 #   --fuzz      the libFuzzer targets built with clang, each run for IMHASH_FUZZ_SECONDS, in build-fuzz/
 set -euo pipefail
 # --help: the comment above.
@@ -18,7 +18,10 @@ case "$mode" in
   --sanitize)
     shift
     dir=build-asan
-    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON -DIMHASH_WERROR=ON \
+    # clang++: it builds this tree in 0.57 of g++'s time, runs its suite faster, and its UBSan
+    # checks more (a null pointer plus an offset); docs/development.md has the figures.
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON -DIMHASH_WERROR=ON \
       -DIMHASH_UNITY=OFF >/dev/null
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

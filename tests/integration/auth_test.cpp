@@ -19,6 +19,7 @@
 #include "harness/loopback.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
+#include "tests/integration/answers.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;
@@ -26,6 +27,8 @@ using client::Op;
 using client::Status;
 using imhash::test::ChildProcess;
 using imhash::test::Cluster;
+using imhash::test::endpoint_of;
+using imhash::test::status_of;
 using imhash::test::UdpClient;
 
 namespace {
@@ -47,21 +50,11 @@ std::string write_key_file() {
 
 uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
 
-Endpoint endpoint_of(uint64_t user) {
-  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(user),
-                      static_cast<uint16_t>(1 + user % 65535));
-}
-
 client::Message with_token(Op op, uint64_t user, std::optional<client::Token> token) {
   client::Message m = UdpClient::make(
       op, user, op == Op::kLogout ? std::nullopt : std::optional(endpoint_of(user)));
   m.token = token;
   return m;
-}
-
-Status status_of(const std::optional<client::Message>& m) {
-  REQUIRE(m.has_value());
-  return m->status;
 }
 
 }  // namespace

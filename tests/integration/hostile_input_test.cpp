@@ -295,7 +295,7 @@ void send_all(int fd, const std::string& bytes) {
   }
 }
 
-struct HttpReply {
+struct RawHttpReply {
   int status = 0;  // 0: no HTTP reply at all
   size_t bytes = 0;
   bool closed = false;
@@ -304,10 +304,10 @@ struct HttpReply {
 
 // Sends `head` then `body` (in chunks, reading meanwhile, so a server that answers early and closes
 // is heard) and reads until the server closes the connection or `timeout` passes.
-HttpReply http_exchange(uint16_t port, const std::string& head, const std::string& body = {},
-                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+RawHttpReply raw_http_exchange(uint16_t port, const std::string& head, const std::string& body = {},
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const int fd = tcp_connect(port);
-  HttpReply r;
+  RawHttpReply r;
   send_all(fd, head);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   size_t off = 0;
@@ -592,7 +592,7 @@ TEST_CASE("hostile: malformed JSON, oversized requests and slowloris at the admi
   cases.back().head += "\r\n\r\n";
 
   for (const auto& k : cases) {
-    const HttpReply r = http_exchange(admin, k.head, k.body);
+    const RawHttpReply r = raw_http_exchange(admin, k.head, k.body);
     INFO(k.what << ": " << r.text.substr(0, 200));
     CHECK(r.bytes <= kSmall);
     if (k.expect != 0) {
@@ -605,7 +605,7 @@ TEST_CASE("hostile: malformed JSON, oversized requests and slowloris at the admi
   }
 
   // Still serving, the slow connections notwithstanding.
-  const HttpReply ok = http_exchange(admin, kGetStatus);
+  const RawHttpReply ok = raw_http_exchange(admin, kGetStatus);
   CHECK(ok.status == 200);
   CHECK(c.imctl({"status"}).exit_code == 0);
 
@@ -621,7 +621,7 @@ TEST_CASE("hostile: malformed JSON, oversized requests and slowloris at the admi
   }
   CHECK(slow_closed == slow.size());
   MESSAGE("admin API: " << slow_closed << "/" << slow.size() << " slowloris connections closed");
-  CHECK(http_exchange(admin, kGetStatus).status == 200);
+  CHECK(raw_http_exchange(admin, kGetStatus).status == 200);
   CHECK(c.config().running());
 }
 
@@ -680,7 +680,7 @@ TEST_CASE("hostile: cross-site, rebinding and tokenless requests change nothing 
   };
   for (const Attack& a : attacks) {
     CAPTURE(a.what);
-    CHECK(http_exchange(admin, a.raw).status == a.status);
+    CHECK(raw_http_exchange(admin, a.raw).status == a.status);
   }
   // imctl without the token can read, not change.
   const std::string err_log = token_file + ".imctl.err";

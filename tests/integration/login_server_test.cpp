@@ -10,26 +10,19 @@
 #include "harness/frame_client.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
+#include "tests/integration/answers.h"
 
 using namespace imhash;
 using client::Op;
 using client::Status;
 using imhash::test::Cluster;
 using imhash::test::ClusterOptions;
+using imhash::test::endpoint_of;
+using imhash::test::status_of;
 using imhash::test::UdpClient;
 using imhash::test::wait_until;
 
 namespace {
-
-Endpoint endpoint_of(uint64_t user) {
-  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(user),
-                      static_cast<uint16_t>(1 + user % 65535));
-}
-
-Status status_of(const std::optional<client::Message>& m) {
-  REQUIRE(m.has_value());
-  return m->status;
-}
 
 // Whether every thread of `pid` is stopped (state T in /proc/PID/task/*/stat).
 bool all_threads_stopped(pid_t pid) {

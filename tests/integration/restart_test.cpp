@@ -13,6 +13,7 @@
 #include "harness/frame_client.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
+#include "tests/integration/answers.h"
 
 using namespace imhash;
 using namespace imhash::test;
@@ -36,10 +37,6 @@ uint64_t saved_version(const std::string& file) {
   if (!std::filesystem::exists(file)) return 0;
   const TableResult t = load_table_file(file);
   return t.table ? t.table->version : 0;
-}
-
-Endpoint endpoint_of(uint64_t user) {
-  return Endpoint::v4(0x0a000000u | static_cast<uint32_t>(user), 4000);
 }
 
 }  // namespace

@@ -24,16 +24,12 @@
 #include "harness/tls_certs.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
+#include "tests/integration/answers.h"
 
 using namespace imhash;
 using namespace imhash::test;
 
 namespace {
-
-Endpoint endpoint_of(uint64_t user) {
-  return Endpoint::v4(0xc0a80000u + static_cast<uint32_t>(user),
-                      static_cast<uint16_t>(40000 + user));
-}
 
 // A hash server (2 shards, /metrics) and a login server (1 thread) dialling it, from a table file,
 // through a TcpProxy that keeps every byte of the link; each with its own flags and log.

@@ -25,7 +25,7 @@ using State = Handoff::State;
 
 namespace {
 
-constexpr uint32_t kNow = 100000;
+constexpr uint32_t kScanNow = 100000;
 
 // hash1 (2 shards) owns 0..9999, hash2 (3 shards) 10000..19999, hash3 (1 shard) the rest.
 std::shared_ptr<const Router> three_ranges(uint64_t version = 3) {
@@ -64,7 +64,7 @@ Endpoint endpoint_of(uint64_t id) {
   for (int i = 0; i < 8; ++i) a[8 + i] = static_cast<uint8_t>(id >> (8 * i));
   return Endpoint::v6(a, static_cast<uint16_t>(2000 + id % 60000));
 }
-uint32_t last_seen_of(uint64_t id) { return kNow - static_cast<uint32_t>(id % 3600); }
+uint32_t last_seen_of(uint64_t id) { return kScanNow - static_cast<uint32_t>(id % 3600); }
 
 RecordStore filled(uint64_t lo, uint64_t hi) {
   RecordStore s;
@@ -115,7 +115,7 @@ Cuts scan_to_end(Handoff& h, RecordStore& store, size_t max_slots, const Router&
   while (h.scanning()) {
     REQUIRE(++steps < 1000000);
     std::vector<Handoff::Batch> out;
-    h.step(store, max_slots, kNow, out);
+    h.step(store, max_slots, kScanNow, out);
     for (const auto& b : out) {
       check_batch(b, router, h.generation(), cuts);
       CHECK((first || b.seq > last_seq));
@@ -133,7 +133,7 @@ std::vector<Handoff::Batch> step_until(Handoff& h, RecordStore& store, size_t ma
   std::vector<Handoff::Batch> out;
   while (out.size() < batches) {
     REQUIRE(h.scanning());
-    h.step(store, max_slots, kNow, out);
+    h.step(store, max_slots, kScanNow, out);
   }
   return out;
 }
@@ -183,7 +183,7 @@ TEST_CASE_FIXTURE(
     for (const ImportRecord& r : records_of(b)) {
       CAPTURE(r.id);
       CHECK(r.endpoint == endpoint_of(r.id));
-      CHECK(r.age_seconds == kNow - last_seen_of(r.id));
+      CHECK(r.age_seconds == kScanNow - last_seen_of(r.id));
     }
   }
   // Every (server, shard) of the other servers got records; hash1 got none.
@@ -219,7 +219,7 @@ TEST_CASE("handoff: ring mode cuts exactly the ids other servers own, for the ri
 
 TEST_CASE("handoff: a record seen after `now` is sent with age 0") {
   RecordStore s;
-  s.upsert(50000, Endpoint::v4(0x01020304, 9), kNow + 100);
+  s.upsert(50000, Endpoint::v4(0x01020304, 9), kScanNow + 100);
   auto router = three_ranges();
   Handoff h;
   h.start(router, 0, s, true);
@@ -236,7 +236,7 @@ TEST_CASE_FIXTURE(ThreeRanges, "handoff: running until every batch is acknowledg
   REQUIRE(cuts.batches.size() > 2);
   CHECK_FALSE(h.scanning());
   std::vector<Handoff::Batch> none;
-  CHECK(h.step(s, 4096, kNow, none) == 0);  // the scan is over: nothing more is cut
+  CHECK(h.step(s, 4096, kScanNow, none) == 0);  // the scan is over: nothing more is cut
   CHECK(none.empty());
   std::map<std::string, uint64_t> per_target;
   for (size_t i = 0; i < cuts.batches.size(); ++i) {
@@ -273,7 +273,7 @@ TEST_CASE("handoff: a store with nothing to move is done when its scan ends") {
   h.start(router, 0, empty, true);
   CHECK(h.running());
   std::vector<Handoff::Batch> out;
-  CHECK(h.step(empty, 1000, kNow, out) == 0);
+  CHECK(h.step(empty, 1000, kScanNow, out) == 0);
   CHECK(out.empty());
   CHECK(h.progress().state == State::kDone);
 }
@@ -418,7 +418,7 @@ TEST_CASE_FIXTURE(
   CHECK_FALSE(h.running());
   CHECK_FALSE(h.scanning());
   std::vector<Handoff::Batch> more;
-  CHECK(h.step(s, 100000, kNow, more) == 0);
+  CHECK(h.step(s, 100000, kScanNow, more) == 0);
   CHECK(more.empty());
   const uint64_t acked = h.progress().acked;
   ack_all(h, out, true);
@@ -455,7 +455,7 @@ TEST_CASE("handoff: without a table nothing moves and it is done at once") {
   CHECK(h.progress().version == 0);
   CHECK(h.router() == nullptr);
   std::vector<Handoff::Batch> out;
-  CHECK(h.step(s, 100000, kNow, out) == 0);
+  CHECK(h.step(s, 100000, kScanNow, out) == 0);
   CHECK(out.empty());
   CHECK(h.progress().cut == 0);
 }
@@ -484,7 +484,7 @@ TEST_CASE("handoff: records present for the whole scan are cut while requests ch
     while (h.scanning()) {
       REQUIRE(++steps < 100000);
       std::vector<Handoff::Batch> out;
-      h.step(s, 1 + rng() % 700, kNow, out);
+      h.step(s, 1 + rng() % 700, kScanNow, out);
       for (auto& b : out) {
         check_batch(b, *router, h.generation(), cuts);
         cuts.batches.push_back(std::move(b));
@@ -499,11 +499,11 @@ TEST_CASE("handoff: records present for the whole scan are cut while requests ch
         } else if (dice == 1) {
           // A login again of a churning id (perhaps deleted before), among the stable ones.
           const uint64_t id = rng() % 8000 * 3;
-          s.upsert(id, endpoint_of(id), kNow);
+          s.upsert(id, endpoint_of(id), kScanNow);
           churn.insert(id);
         } else {
           const uint64_t id = next_new++;
-          s.upsert(id, endpoint_of(id), kNow);
+          s.upsert(id, endpoint_of(id), kScanNow);
           churn.insert(id);
         }
       }
@@ -549,7 +549,7 @@ Targets scan_targets(Handoff& h, RecordStore& store,
   while (h.scanning()) {
     REQUIRE(++steps < 1000000);
     std::vector<Handoff::Batch> out;
-    h.step(store, 1000, kNow, out);
+    h.step(store, 1000, kScanNow, out);
     for (const auto& b : out) {
       for (const ImportRecord& r : records_of(b))
         targets[r.id].emplace(b.target.name, b.target_shard);
