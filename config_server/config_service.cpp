@@ -46,7 +46,11 @@ std::string registration_problem(const control::Register& reg) {
 
 ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
                              ConfigServiceSettings settings)
-    : store_(store), settings_(settings), timer_(ctx) {
+    : store_(store),
+      settings_(settings),
+      timer_(ctx),
+      registry_(std::chrono::nanoseconds(settings.heartbeat).count() *
+                settings.missed_heartbeats_down) {
   thread_.bind();
   if (store_.current()) router_ = Router::compile(*store_.current());
   // Pending purges survive a restart; each waits for a fresh stream report from its server.
@@ -67,10 +71,9 @@ std::string ConfigService::lead() {
   if (std::string err = store_.reload(); !err.empty()) return err;
   // What the previous leader left: the table, its history and the pending purges. The nodes
   // register again, as after a restart.
-  nodes_.clear();
+  registry_.clear();
   drains_.clear();
   refills_ = Refills{};
-  convergence_ = Convergence{};
   router_.reset();
   if (store_.current()) router_ = Router::compile(*store_.current());
   pending_ = store_.pending_purges();
@@ -82,11 +85,7 @@ std::string ConfigService::lead() {
   // and a DOWN window: until then a table change would miss the ones not back yet (they would
   // answer and ask with different tables), and a pending purge must not go out because the nodes
   // it waits for are merely unknown here. A first table (version 0) has nobody to wait for.
-  settle_until_ns_ =
-      store_.version() == 0
-          ? 0
-          : monotonic_ns() + std::max<int64_t>(down_after_ns(), kSettleAfterTakeover.count());
-  holding_version_ = settle_until_ns_ != 0;
+  takeover_.on_lead(store_.version(), monotonic_ns(), down_after_ns());
   spdlog::info("config server {}: serving version {} from {}", name_, store_.version(),
                store_.describe());
   return {};
@@ -97,15 +96,16 @@ void ConfigService::step_down(const std::string& why) {
   standby_why_ = why;
   if (!leading_) return;
   leading_ = false;
-  for (auto& [key, n] : nodes_) {
-    if (!n.session) continue;
-    n.session->key.clear();
-    n.session->close();
+  for (auto& [key, n] : registry_.nodes()) {
+    if (const auto link = link_of(n)) {
+      link->registered_as("");
+      link->close();
+    }
   }
-  nodes_.clear();
+  registry_.clear();
+  takeover_.clear();
   drains_.clear();
   refills_ = Refills{};
-  convergence_ = Convergence{};
   pending_.clear();  // the leader's now: a standby shows none (nor alerts on them)
   spdlog::warn("config server {}: standing by ({}); node links closed", name_, why);
 }
@@ -155,20 +155,15 @@ void ConfigService::start() {
 void ConfigService::stop() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   timer_.cancel();
-  for (auto& [key, n] : nodes_) {
-    if (n.session) n.session->close();
+  for (auto& [key, n] : registry_.nodes()) {
+    if (const auto link = link_of(n)) link->close();
   }
 }
 
-ConfigService::Node* ConfigService::find(const std::string& role, const std::string& name) {
-  auto it = nodes_.find(role + "/" + name);
-  return it == nodes_.end() ? nullptr : &it->second;
-}
-
-const ConfigService::Node* ConfigService::find(const std::string& role,
-                                               const std::string& name) const {
-  auto it = nodes_.find(role + "/" + name);
-  return it == nodes_.end() ? nullptr : &it->second;
+std::shared_ptr<NodeSession> ConfigService::link_of(const Node& n) const {
+  if (n.link == 0) return nullptr;
+  const auto it = links_.find(n.link);
+  return it == links_.end() ? nullptr : it->second.lock();
 }
 
 PendingPurge* ConfigService::pending_for(const std::string& server) {
@@ -193,18 +188,18 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     return;
   }
   if (const auto* reg = std::get_if<control::Register>(&m)) {
-    const std::string role = control::to_string(reg->role);
-    const std::string key = role + "/" + reg->name;
+    const cluster::NodeKey key{reg->role, reg->name};
+    const std::string key_text = key.text();
     if (std::string why = registration_problem(*reg); !why.empty()) {
       // Refused before it touches the registry: a node of that name already registered keeps its
       // entry. The node logs the reason and tries again after its back-off.
-      spdlog::error("{} from {}: registration refused: {}", key, session.peer(), why);
+      spdlog::error("{} from {}: registration refused: {}", key_text, session.peer(), why);
       session.send_last(control::Refused{std::move(why), ""});
       return;
     }
-    if (!session.key.empty() && session.key != key) {
+    if (!session.key().empty() && session.key() != key_text) {
       spdlog::warn("node link {}: registered as {}, now as {}; closing", session.peer(),
-                   session.key, key);
+                   session.key(), key_text);
       session.close();
       return;
     }
@@ -212,39 +207,29 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       // The live holder keeps its link; the newcomer tries again after its back-off, and takes
       // the name over once the holder's link has closed or it is DOWN.
       ++refused_name_held_;
-      spdlog::warn("{} from {}: registration refused: {}", key, session.peer(), why);
+      spdlog::warn("{} from {}: registration refused: {}", key_text, session.peer(), why);
       session.send_last(control::Refused{std::move(why), ""});
       return;
     }
-    Node& n = nodes_[key];
-    if (n.session && n.session != &session) {
-      spdlog::warn("{} registered again from {}: dropping its older link ({}, {})", key,
-                   session.peer(), n.session->peer(), n.up ? "closed" : "DOWN");
-      n.session->key.clear();
-      n.session->close();
+    const uint64_t latest = router_ ? router_->version() : 0;
+    Node* before = registry_.find(key);
+    const std::shared_ptr<NodeSession> older =
+        before && before->link != session.id() ? link_of(*before) : nullptr;
+    links_[session.id()] = session.weak_from_this();
+    const cluster::NodeRegistry::Registration r =
+        registry_.on_register(*reg, session.id(), now, latest);
+    Node& n = r.node;
+    if (older) {
+      spdlog::warn("{} registered again from {}: dropping its older link ({}, {})", key_text,
+                   session.peer(), older->peer(), r.was_up ? "closed" : "DOWN");
+      older->registered_as("");
+      older->close();
     }
-    const bool was_up = n.up;
-    n.role = role;
-    n.name = reg->name;
-    n.address = reg->address;
-    n.shards = reg->shards;
-    n.pid = reg->pid;
-    // The version it runs now (lower after a restart from an older saved table), unless it is
-    // above the latest pushed. A LAGGING node stays LAGGING through a new registration: a node
-    // that reconnects again and again does not restart the window.
-    n.version = 0;
-    take_version(n, session, kFromRegister, reg->version);
-    n.last_heard_ns = now;
-    n.up = true;
-    n.session = &session;
-    session.key = key;
-    // It may be another process: its stream and purge progress are what it reports from now on
-    // (a hash server sends its latest stream report after registering).
-    n.stream.reset();
-    n.purges.clear();
-    spdlog::info("{} {} at {} (pid {}, version {}){}", was_up ? "re-registered" : "registered", key,
-                 n.address, n.pid, n.version, was_up ? "" : ": up");
-    if (holding_version_ && router_ && reg->version == router_->version()) {
+    note_version(n, session, cluster::VersionSource::kRegister, reg->version, r.version, latest);
+    session.registered_as(key_text);
+    spdlog::info("{} {} at {} (pid {}, version {}){}", r.was_up ? "re-registered" : "registered",
+                 key_text, n.address, n.pid, n.version, r.was_up ? "" : ": up");
+    if (takeover_.on_node_runs(reg->version, latest)) {
       release_held_version("a node registered with it");
     }
     // The version it is to run: while one is held back (holds_push), the one it has, so that a
@@ -255,29 +240,27 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     // A node that says it runs a newer version than any pushed gets no push (nodes ignore older
     // tables); it shows at version 0, lagging once the DOWN window has passed.
     if (router_ && reg->version < router_->version() && !holds_push(n)) push(n);
-    if (n.role == "hash") maybe_refill(n, reg->fresh, reg->filling);
+    if (n.is_hash()) maybe_refill(n, reg->fresh, reg->filling);
     return;
   }
 
-  auto it = nodes_.find(session.key);
-  if (it == nodes_.end()) {
+  Node* found = registry_.on_link(session.id());
+  if (!found) {
     spdlog::warn("node link {}: message before register; closing", session.peer());
     session.close();
     return;
   }
-  Node& n = it->second;
-  n.last_heard_ns = now;
-  if (!n.up) {
+  Node& n = *found;
+  if (registry_.on_heard(n, now)) {
     // Back from DOWN on its old link (frozen, or cut off for a while): treated as a node that
     // registered again.
-    spdlog::info("{} is up again", session.key);
-    n.up = true;
+    spdlog::info("{} is up again", session.key());
     on_rejoin(n);
   }
   if (const auto* hb = std::get_if<control::Heartbeat>(&m)) {
     // A version above the latest pushed is not trusted for convergence; a lower one does not
     // lower what the node acknowledged (heartbeats and acks may cross).
-    take_version(n, session, kFromHeartbeat, hb->version);
+    take_version(n, session, cluster::VersionSource::kHeartbeat, hb->version);
     if (hb->sent_us != 0) {
       const uint64_t now_us = unix_micros();
       const double lag_s =
@@ -293,11 +276,11 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     n.stats = hb->stats;
     n.held_writes = hb->held_writes;
     n.heartbeat_ns = now;
-    if (n.role == "login") end_caught_up_refills(now);  // they may wait for its held writes
-    update_rate(n, now);
+    if (!n.is_hash()) end_caught_up_refills(now);  // they may wait for its held writes
+    cluster::NodeRegistry::update_rate(n, now);
     // A node behind the current version missed a push (or asks for the table after a MOVED):
     // push again, at most once per heartbeat interval.
-    if (holding_version_ && router_ && hb->version == router_->version()) {
+    if (takeover_.on_node_runs(hb->version, router_ ? router_->version() : 0)) {
       release_held_version("a node runs it");
     }
     if (router_ && hb->version < router_->version() && !holds_push(n) &&
@@ -305,13 +288,13 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
       push(n);
     }
   } else if (const auto* ack = std::get_if<control::Ack>(&m)) {
-    if (take_version(n, session, kFromAck, ack->version)) check_convergence();
+    if (take_version(n, session, cluster::VersionSource::kAck, ack->version)) check_convergence();
   } else if (const auto* rep = std::get_if<control::PurgeReport>(&m)) {
     on_purge_report(n, *rep);
   } else if (const auto* stream = std::get_if<control::StreamReport>(&m)) {
     const bool first = !n.stream;
     if (first || n.stream->state != stream->state || n.stream->version != stream->version) {
-      spdlog::info("{}: stream {} at version {} ({} records sent)", session.key,
+      spdlog::info("{}: stream {} at version {} ({} records sent)", session.key(),
                    control::stream_state_name(stream->state), stream->version, stream->sent);
     }
     n.stream = *stream;
@@ -321,7 +304,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     }
     // Its first report since it registered says it knows streams (see streams_known): the stream
     // on_rejoin could not start yet starts now.
-    if (first && n.role == "hash" && router_ && !n.rejoin_purge_id) {
+    if (first && n.is_hash() && router_ && !n.rejoin_purge_id) {
       if (const PendingPurge* p = pending_for(n.name); p && needs_stream(n, *p)) {
         send_stream(n, StreamAction::kStart, router_->version());
       }
@@ -331,7 +314,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
 }
 
 void ConfigService::on_rejoin(Node& n) {
-  if (n.role != "hash" || !router_ || !n.session) return;
+  if (!n.is_hash() || !router_ || !n.link) return;
   PendingPurge* pending = pending_for(n.name);
   // A hash server that was in an earlier table but is not in this one was removed. If it was
   // removed while it could not stream (DOWN: a failover, or a remove while it was away), the
@@ -350,73 +333,49 @@ void ConfigService::on_rejoin(Node& n) {
   // Old copies wait for its stream: it starts again from the beginning (a restarted server is
   // empty and reports done at once). One that has not reported since it registered gets it with
   // its first report.
-  if (pending && streams_known(n) && needs_stream(n, *pending)) {
+  if (pending && n.streams_known() && needs_stream(n, *pending)) {
     send_stream(n, StreamAction::kStart, router_->version());
   }
 }
 
-std::string ConfigService::name_held(const std::string& key, const NodeSession& session) const {
-  const auto it = nodes_.find(key);
-  if (it == nodes_.end()) return {};
-  const Node& held = it->second;
-  if (!held.session || held.session == &session || !held.session->is_open() || !held.up) {
-    return {};  // free: no link, or one that closed or is DOWN (the heartbeat rule)
-  }
-  return "the name " + held.name + " is held by a live " + held.role + " server connected from " +
-         held.session->peer() + "; a second connection cannot take it over (stop that server, or " +
-         "give this one another --name)";
+std::string ConfigService::name_held(const cluster::NodeKey& key,
+                                     const NodeSession& session) const {
+  const Node* held = registry_.find(key);
+  const std::shared_ptr<NodeSession> link = held ? link_of(*held) : nullptr;
+  if (!held || !registry_.name_held(key, session.id(), link && link->is_open())) return {};
+  return "the name " + held->name + " is held by a live " + control::to_string(held->role) +
+         " server connected from " + (link ? link->peer() : std::string("?")) +
+         "; a second connection cannot take it over (stop that server, or give this one another "
+         "--name)";
 }
 
-int64_t ConfigService::settling_ns() const {
-  return settle_until_ns_ == 0 ? 0 : std::max<int64_t>(0, settle_until_ns_ - monotonic_ns());
-}
+int64_t ConfigService::settling_ns() const { return takeover_.settling_left(monotonic_ns()); }
 
 int64_t ConfigService::down_after_ns() const {
   return std::chrono::nanoseconds(settings_.heartbeat).count() * settings_.missed_heartbeats_down;
 }
 
-bool ConfigService::take_version(Node& n, const NodeSession& session, VersionSource from,
+bool ConfigService::take_version(Node& n, const NodeSession& session, cluster::VersionSource from,
                                  uint64_t version) {
-  // Every push carries the current version, so nothing above it can have been installed.
   const uint64_t latest = router_ ? router_->version() : 0;
-  if (version > latest) {
-    ++rejected_versions_[from];
-    const int64_t now = monotonic_ns();
-    if (now - n.last_rejected_log_ns >= 1'000'000'000) {
-      n.last_rejected_log_ns = now;
-      spdlog::warn(
-          "{} ({}): {} of version {} rejected: the latest version pushed is {}; it stays "
-          "at version {}",
-          session.key.empty() ? n.role + "/" + n.name : session.key, session.peer(),
-          kSourceNames[from], version, latest, n.version);
-    }
-    return false;
-  }
-  n.version = std::max(n.version, version);
-  if (n.version >= latest) {
-    n.behind_since_ns = 0;
-    if (n.lagging) spdlog::info("{}/{} caught up: version {}", n.role, n.name, n.version);
-    n.lagging = false;
-  }
-  return true;
+  const cluster::VersionTaken taken = registry_.take_version(n, from, version, latest);
+  note_version(n, session, from, version, taken, latest);
+  return taken != cluster::VersionTaken::kRejected;
 }
 
-void ConfigService::update_rate(Node& n, int64_t now) {
-  // Hash servers count upserts, gets and deletes; login servers count datagrams.
-  double total = 0;
-  for (const char* key : {"upserts", "gets", "deletes", "received"}) {
-    if (const auto* v = n.stats.if_contains(key); v && v->is_number())
-      total += v->to_number<double>();
+void ConfigService::note_version(Node& n, const NodeSession& session, cluster::VersionSource from,
+                                 uint64_t version, cluster::VersionTaken taken, uint64_t latest) {
+  if (taken == cluster::VersionTaken::kCaughtUp) {
+    spdlog::info("{} caught up: version {}", n.key().text(), n.version);
   }
-  // Averaged over at least a second: nodes sample their counters twice a second, so two
-  // heartbeats in a row may carry the same figures.
-  if (n.last_requests >= 0 && now - n.last_requests_ns < 1'000'000'000) return;
-  if (n.last_requests >= 0 && total >= n.last_requests) {
-    n.requests_per_s =
-        (total - n.last_requests) * 1e9 / static_cast<double>(now - n.last_requests_ns);
+  if (taken != cluster::VersionTaken::kRejected ||
+      !cluster::NodeRegistry::log_rejection(n, monotonic_ns())) {
+    return;
   }
-  n.last_requests = total;
-  n.last_requests_ns = now;
+  spdlog::warn(
+      "{} ({}): {} of version {} rejected: the latest version pushed is {}; it stays at version {}",
+      n.key().text(), session.peer(), cluster::version_source_name(from), version, latest,
+      n.version);
 }
 
 bool ConfigService::was_ever_member(const std::string& name) const {
@@ -426,10 +385,10 @@ bool ConfigService::was_ever_member(const std::string& name) const {
 
 void ConfigService::on_disconnect(NodeSession& session) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  auto it = nodes_.find(session.key);
-  if (it == nodes_.end() || it->second.session != &session) return;
-  it->second.session = nullptr;
-  spdlog::info("{} disconnected", session.key);
+  links_.erase(session.id());
+  if (!registry_.on_link(session.id())) return;
+  registry_.on_link_closed(session.id());
+  spdlog::info("{} disconnected", session.key());
 }
 
 namespace {
@@ -456,14 +415,13 @@ const std::vector<uint8_t>& ConfigService::encoded_push() {
 }
 
 bool ConfigService::holds_push(const Node& n) const {
-  return holding_version_ && router_ && n.version > 0 && n.version < router_->version();
+  return router_ && takeover_.holds_push(n.version, router_->version());
 }
 
 void ConfigService::release_held_version(const char* why) {
-  holding_version_ = false;
   if (!router_) return;
   size_t pushed = 0;
-  for (auto& [key, n] : nodes_) {
+  for (auto& [key, n] : registry_.nodes()) {
     if (n.up && n.version < router_->version()) {
       push(n);
       ++pushed;
@@ -474,10 +432,10 @@ void ConfigService::release_held_version(const char* why) {
 }
 
 void ConfigService::push(Node& n) {
-  if (!n.session || !router_) return;
-  n.session->send_encoded(encoded_push());
-  n.last_push_ns = monotonic_ns();
-  if (n.version < router_->version() && n.behind_since_ns == 0) n.behind_since_ns = n.last_push_ns;
+  const std::shared_ptr<NodeSession> link = link_of(n);
+  if (!link || !router_) return;
+  link->send_encoded(encoded_push());
+  cluster::NodeRegistry::on_pushed(n, monotonic_ns(), router_->version());
 }
 
 void ConfigService::tick() {
@@ -489,37 +447,29 @@ void ConfigService::tick() {
   const bool stalled = last_tick_ns_ != 0 && since_last > interval + interval / 2;
   last_tick_ns_ = now;
   if (!leading_) return;
-  if (holding_version_ && settling_ns() == 0) release_held_version("the settle window ended");
+  if (takeover_.on_tick(now)) release_held_version("the settle window ended");
   if (stalled) {
     spdlog::warn("config server {}: its loop stalled for {} ms: missed heartbeats count from now",
                  name_, since_last / 1'000'000);
     listening_since_ns_ = now;
   }
-  const int64_t down_after = down_after_ns();
-  for (auto& [key, n] : nodes_) {
-    if (n.up && now - std::max(n.last_heard_ns, listening_since_ns_) > down_after) {
-      n.up = false;
-      spdlog::warn("{} is DOWN: {} heartbeats missed", key, settings_.missed_heartbeats_down);
-      if (n.role == "hash") {
-        // A refill waits for nothing more from it; its own refill starts over when it is back.
-        refills_.cancel(n.name);
-        for (const std::string& refilled : refills_.drop_peer(n.name, now)) {
-          streams_done(refilled, "the other replicas that are up have streamed to it");
-        }
-      }
-      if (n.role == "hash" && settings_.failover_auto) failover(n);
+  for (const cluster::NodeKey& key : registry_.mark_down(now, listening_since_ns_)) {
+    spdlog::warn("{} is DOWN: {} heartbeats missed", key.text(), settings_.missed_heartbeats_down);
+    if (key.role != control::Role::kHash) continue;
+    // A refill waits for nothing more from it; its own refill starts over when it is back.
+    refills_.cancel(key.name);
+    for (const std::string& refilled : refills_.drop_peer(key.name, now)) {
+      streams_done(refilled, "the other replicas that are up have streamed to it");
     }
-    // LAGGING: up, but the latest version was pushed to it (or it was seen behind) a DOWN window
-    // ago and it has not acknowledged it. It heartbeats, so it is not DOWN; but a node that never
-    // installs the table (or says version 0 forever) must not hold up the automatic purge.
-    if (!router_ || !n.up || n.version >= router_->version()) continue;
-    if (n.behind_since_ns == 0) n.behind_since_ns = now;
-    if (!n.lagging && now - n.behind_since_ns > down_after) {
-      n.lagging = true;
+    if (Node* n = registry_.find(key); n && settings_.failover_auto) failover(*n);
+  }
+  if (router_) {
+    for (const cluster::NodeKey& key : registry_.mark_lagging(now, router_->version())) {
+      const Node* n = registry_.find(key);
       spdlog::warn(
           "{} is LAGGING: version {} not acknowledged within {} ms (it runs {}); "
           "convergence and the automatic purge no longer wait for it",
-          key, router_->version(), down_after / 1'000'000, n.version);
+          key.text(), router_->version(), down_after_ns() / 1'000'000, n ? n->version : 0);
     }
   }
   end_caught_up_refills(now);
@@ -528,13 +478,10 @@ void ConfigService::tick() {
 }
 
 void ConfigService::check_convergence() {
-  if (!router_ || convergence_.reached_ms || convergence_.version != router_->version()) return;
-  for (const auto& [key, n] : nodes_) {
-    if (waited_for(n) && n.version < convergence_.version) return;
+  if (!router_ || registry_.convergence_version() != router_->version()) return;
+  if (const std::optional<double> ms = registry_.check_convergence(monotonic_ns())) {
+    spdlog::info("version {} reached every node in {:.1f} ms", router_->version(), *ms);
   }
-  convergence_.reached_ms = static_cast<double>(monotonic_ns() - convergence_.started_ns) / 1e6;
-  spdlog::info("version {} reached every node in {:.1f} ms", convergence_.version,
-               *convergence_.reached_ms);
 }
 
 AdminResult ConfigService::apply(TableResult next, const std::string& change) {
@@ -568,9 +515,9 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   if (previous && settings_.auto_purge) {
     const uint64_t not_before = unix_millis() + static_cast<uint64_t>(settings_.grace.count());
     for (const auto& s : previous->servers) {
-      const Node* n = find("hash", s.name);
+      const Node* n = find_hash(s.name);
       PendingPurge entry{s.name, t.version, not_before,
-                         n && n->up && n->session && !n->rejoin_purge_id && streams_known(*n)};
+                         n && n->up && n->link && !n->rejoin_purge_id && n->streams_known()};
       auto it = std::find_if(pending.begin(), pending.end(),
                              [&](const PendingPurge& p) { return p.server == s.name; });
       if (it == pending.end()) {
@@ -590,14 +537,14 @@ AdminResult ConfigService::apply(TableResult next, const std::string& change) {
   push_bytes_ = std::move(framed);
   push_bytes_version_ = t.version;
   spdlog::info("version {}: {}", t.version, change);
-  convergence_ = Convergence{t.version, monotonic_ns(), std::nullopt};
-  for (auto& [key, n] : nodes_) push(n);
+  registry_.start_convergence(t.version, monotonic_ns());
+  for (auto& [key, n] : registry_.nodes()) push(n);
   // Ids moved: every hash server of the table before, and every one not in the new table (it may
   // hold records), streams what it holds that others now own. Not one that is DOWN (a server
   // removed while DOWN purges everything when it comes back) or purging everything.
   if (previous) {
-    for (auto& [key, n] : nodes_) {
-      if (n.role != "hash" || !n.up || !n.session || n.rejoin_purge_id || !streams_known(n)) {
+    for (auto& [key, n] : registry_.nodes()) {
+      if (!n.is_hash() || !n.up || !n.link || n.rejoin_purge_id || !n.streams_known()) {
         continue;
       }
       if (previous->server_index(n.name) >= 0 || t.server_index(n.name) < 0) {

@@ -42,9 +42,11 @@
 #include "common/thread_check.h"
 #include "config_server/admin_backend.h"
 #include "config_server/leadership.h"
+#include "config_server/node_registry.h"
 #include "config_server/node_session.h"
 #include "config_server/refills.h"
 #include "config_server/state_store.h"
+#include "config_server/takeover_hold.h"
 
 namespace imhash {
 
@@ -120,48 +122,12 @@ class ConfigService final : public AdminBackend {
   std::optional<AdminResult> standby_answer() override;
 
  private:
-  struct Node {
-    std::string role;  // "hash" or "login"
-    std::string name;
-    std::string address;
-    uint32_t shards = 0;
-    uint64_t pid = 0;
-    uint64_t version = 0;  // acknowledged
-    int64_t last_heard_ns = 0;
-    int64_t last_push_ns = 0;
-    bool up = false;
-    // Behind the current version since (0: it runs it); LAGGING once that lasts the DOWN window.
-    int64_t behind_since_ns = 0;
-    bool lagging = false;
-    int64_t last_rejected_log_ns = 0;  // versions above the latest pushed: logged once a second
-    // Purging everything after it came back removed: the id of that purge (0: none). Done only
-    // when every shard reports that id done.
-    uint64_t rejoin_purge_id = 0;
-    boost::json::object stats;
-    // A login server's writes held for each hash server (control::Heartbeat::held_writes), and
-    // when its latest heartbeat came.
-    std::map<std::string, uint64_t> held_writes;
-    int64_t heartbeat_ns = 0;
-    // Requests per second, from the request counters of two successive heartbeats.
-    double requests_per_s = 0;
-    double last_requests = -1;
-    int64_t last_requests_ns = 0;
-    std::vector<control::PurgeShard> purges;  // by shard, latest report of each
-    // Its latest stream report since it registered (a hash server sends one after registering).
-    std::optional<control::StreamReport> stream;
-    int64_t stream_heard_ns = 0;
-    NodeSession* session = nullptr;
-  };
+  using Node = cluster::NodeRecord;
   // A server being drained (imctl drain): out of the table at `version`; `purged` once its
   // automatic purge (or a purge of everything) was sent.
   struct Drain {
     uint64_t version = 0;
     bool purged = false;
-  };
-  struct Convergence {
-    uint64_t version = 0;
-    int64_t started_ns = 0;
-    std::optional<double> reached_ms;  // when every node that is up acknowledged it
   };
 
   // Validates, writes durably, pushes. `next` has the current version; the new one is +1.
@@ -169,33 +135,25 @@ class ConfigService final : public AdminBackend {
   void push(Node& node);
   // The current table's push, framed once for every node.
   const std::vector<uint8_t>& encoded_push();
-  // A register, heartbeat or ack names `version`: records it unless it is above the latest
-  // version pushed (then it is rejected, logged and counted; false).
-  enum VersionSource : uint8_t { kFromRegister, kFromHeartbeat, kFromAck };
-  static constexpr const char* kSourceNames[3] = {"register", "heartbeat", "ack"};
-  bool take_version(Node& n, const NodeSession& session, VersionSource from, uint64_t version);
-  // A hash server that sent a stream report since it registered knows streams (it sends one right
-  // after registering). One that never does is of a version before streams, which closes its link
-  // on a message it does not know: it is sent no stream command, and its automatic purge waits
-  // (an operator purges it by hand).
-  static bool streams_known(const Node& n) { return n.stream.has_value(); }
-  // Every node that is up and not lagging: the ones convergence and the automatic purge wait for.
-  static bool waited_for(const Node& n) { return n.up && !n.lagging; }
+  // A register, heartbeat or ack names `version`: the registry records it unless it is above the
+  // latest version pushed (then it is rejected, logged here and counted there; false).
+  bool take_version(Node& n, const NodeSession& session, cluster::VersionSource from,
+                    uint64_t version);
+  // Logs what the registry made of it: a node caught up, or a rejection (once a second a node).
+  void note_version(Node& n, const NodeSession& session, cluster::VersionSource from,
+                    uint64_t version, cluster::VersionTaken taken, uint64_t latest);
+  // The open link of `n` (null: none).
+  std::shared_ptr<NodeSession> link_of(const Node& n) const;
   int64_t down_after_ns() const;
   // After a takeover, how long (ns) changes and automatic purges still wait for the nodes to
-  // register with this leader (0: they do not).
+  // register with this leader (0: they do not; cluster::TakeoverHold).
   int64_t settling_ns() const;
-  static constexpr std::chrono::nanoseconds kSettleAfterTakeover = std::chrono::milliseconds(2500);
-  // After a takeover, the version found in the store may have reached no node (the dying leader
-  // committed it and was killed before pushing it). Pushed to each node as it registers, it would
-  // reach them up to a back-off apart, and a hash server on it would answer MOVED to login servers
-  // still on the one before. So while settling, a node that runs an older table keeps it, until
-  // the settle window ends or some node shows the version is out already; then it goes to every
-  // node at once, as a table change does. A node with no table gets it at once.
+  // Whether `n` keeps the table it runs for now (cluster::TakeoverHold::holds_push).
   bool holds_push(const Node& n) const;
+  // The version held back since the takeover goes to every node that is behind, now (`why`).
   void release_held_version(const char* why);
   // The registration is refused because `key` is held by a live link ("" if it may go ahead).
-  std::string name_held(const std::string& key, const NodeSession& session) const;
+  std::string name_held(const cluster::NodeKey& key, const NodeSession& session) const;
   // Sends a purge with a fresh id and returns the id (0 if the node is not connected).
   uint64_t send_purge(Node& node, frame::PurgeAction action, uint32_t age_seconds);
   void send_stream(Node& node, control::StreamAction action, uint64_t version);
@@ -241,10 +199,12 @@ class ConfigService final : public AdminBackend {
   boost::json::object node_json(const Node& n) const;
   // Every node that is up and not LAGGING runs the current version (imctl status: converged).
   bool converged() const;
-  Node* find(const std::string& role, const std::string& name);
-  const Node* find(const std::string& role, const std::string& name) const;
+  // The hash server `name` as the registry knows it (null: never registered).
+  Node* find_hash(const std::string& name) { return registry_.find({control::Role::kHash, name}); }
+  const Node* find_hash(const std::string& name) const {
+    return registry_.find({control::Role::kHash, name});
+  }
   bool was_ever_member(const std::string& name) const;
-  static void update_rate(Node& n, int64_t now);
   boost::json::object change_result(const std::string& change);
   // A table as the admin API shows it: its JSON file form, parsed.
   static boost::json::value table_value(const Table& t);
@@ -253,9 +213,10 @@ class ConfigService final : public AdminBackend {
   StateStore& store_;
   const ConfigServiceSettings settings_;
   boost::asio::steady_timer timer_;
-  std::map<std::string, Node> nodes_;  // "role/name"
+  cluster::NodeRegistry registry_;
+  // The node links open, by the id the listener gave them: the registry knows links only by id.
+  std::map<cluster::LinkId, std::weak_ptr<NodeSession>> links_;
   std::shared_ptr<const Router> router_;
-  Convergence convergence_;
   std::vector<PendingPurge> pending_;  // as in store_ (one per hash server)
   std::map<std::string, Drain> drains_;
   Refills refills_;
@@ -263,8 +224,7 @@ class ConfigService final : public AdminBackend {
   std::vector<uint8_t> push_bytes_;  // encoded_push()
   uint64_t push_bytes_version_ = 0;
   uint64_t refused_name_held_ = 0;
-  uint64_t rejected_versions_[3] = {0, 0, 0};  // by VersionSource
-  uint64_t auth_refused_ = 0;                  // node links that did not prove the cluster key
+  uint64_t auth_refused_ = 0;  // node links that did not prove the cluster key
 
   // The control plane (several config servers, one store).
   std::string standby_reason() const;
@@ -273,9 +233,8 @@ class ConfigService final : public AdminBackend {
   std::string name_;
   ControlPlaneHooks hooks_;
   bool leading_ = true;
-  std::string standby_why_;       // why it does not lead (as a standby)
-  int64_t settle_until_ns_ = 0;   // settling_ns()
-  bool holding_version_ = false;  // holds_push()
+  std::string standby_why_;  // why it does not lead (as a standby)
+  cluster::TakeoverHold takeover_;
   // Heartbeats are counted as missed only while this config server was reading them: after a
   // turn of its loop that stalled (a slow store write), each node's window starts again.
   int64_t last_tick_ns_ = 0;

@@ -13,6 +13,7 @@
 #include "common/table_json.h"
 #include "common/table_text.h"
 #include "config_server/config_service.h"
+#include "config_server/move_rules.h"
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -34,24 +35,24 @@ json::value ConfigService::table_value(const Table& t) {
 
 json::object ConfigService::node_json(const Node& n) const {
   const double heard_ms = static_cast<double>(monotonic_ns() - n.last_heard_ns) / 1e6;
-  json::object o{{"role", n.role},
+  json::object o{{"role", control::to_string(n.role)},
                  {"name", n.name},
                  {"address", n.address},
                  {"state", !n.up       ? "down"
                            : n.lagging ? "lagging"
                                        : "up"},
-                 {"connected", n.session != nullptr},
+                 {"connected", n.link != 0},
                  {"version", n.version},
                  {"last_heartbeat_ms", static_cast<int64_t>(heard_ms)},
                  {"pid", n.pid},
                  {"requests_per_s", static_cast<int64_t>(n.requests_per_s + 0.5)},
                  {"stats", n.stats}};
-  if (n.role == "login" && !n.held_writes.empty()) {
+  if (!n.is_hash() && !n.held_writes.empty()) {
     json::object held;
     for (const auto& [server, count] : n.held_writes) held[server] = count;
     o["held_writes"] = std::move(held);
   }
-  if (n.role == "hash") {
+  if (n.is_hash()) {
     o["shards"] = n.shards;
     o["in_table"] = router_ && router_->table().server_index(n.name) >= 0;
     o["replication_lag"] = replication_lag(n.name);
@@ -74,8 +75,8 @@ uint64_t ConfigService::replication_lag(const std::string& server) const {
   // What the login servers that heartbeat hold for it; a DOWN login server's holds are out of
   // date (and lost with it if it died).
   uint64_t lag = 0;
-  for (const auto& [key, n] : nodes_) {
-    if (n.role != "login" || !n.up) continue;
+  for (const auto& [key, n] : registry_.nodes()) {
+    if (n.is_hash() || !n.up) continue;
     if (const auto it = n.held_writes.find(server); it != n.held_writes.end()) lag += it->second;
   }
   return lag;
@@ -102,7 +103,7 @@ json::object ConfigService::pending_json(const PendingPurge& p) const {
 }
 
 json::object ConfigService::drain_json(const std::string& server, const Drain& d) const {
-  const Node* n = find("hash", server);
+  const Node* n = find_hash(server);
   json::object o{{"server", server}, {"version", d.version}, {"purge_sent", d.purged}};
   std::optional<double> records;
   if (n) {
@@ -110,7 +111,7 @@ json::object ConfigService::drain_json(const std::string& server, const Drain& d
       records = r->to_number<double>();
     }
   }
-  o["state"] = !n ? "unknown" : !n->up ? "down" : n->session ? "up" : "disconnected";
+  o["state"] = !n ? "unknown" : !n->up ? "down" : n->link ? "up" : "disconnected";
   o["records"] = records ? json::value(static_cast<uint64_t>(*records)) : json::value(nullptr);
   o["stream"] = n && n->stream ? json::value(stream_json(*n)) : json::value(nullptr);
   bool pending = false;
@@ -123,30 +124,25 @@ json::object ConfigService::drain_json(const std::string& server, const Drain& d
   if (!pending) o["pending_purge"] = nullptr;
   // Drained: its stream was done at the drain version or later (the automatic purge waits for
   // that), the purge was sent and is no longer pending, and it says it holds nothing.
-  o["drained"] = d.purged && !pending && records && *records == 0 && n && n->rejoin_purge_id == 0;
+  o["drained"] = cluster::drained(d.purged, pending, n, records);
   return o;
 }
 
-bool ConfigService::converged() const {
-  if (!router_) return false;
-  return std::none_of(nodes_.begin(), nodes_.end(), [&](const auto& entry) {
-    return waited_for(entry.second) && entry.second.version < router_->version();
-  });
-}
+bool ConfigService::converged() const { return router_ && registry_.converged(router_->version()); }
 
 AdminResult ConfigService::status() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array nodes;
-  for (const auto& [key, n] : nodes_) nodes.push_back(node_json(n));
+  for (const auto& [key, n] : registry_.nodes()) nodes.push_back(node_json(n));
   json::object o{{"version", store_.version()},
                  {"mode", router_ ? to_string(router_->mode()) : "none"},
                  {"replicas", router_ ? router_->replicas() : 1},
                  {"converged", converged()},
                  {"nodes", std::move(nodes)},
                  {"purges", purge_status().body.as_object()["purges"]}};
-  if (convergence_.version) {
-    json::object c{{"version", convergence_.version}};
-    if (convergence_.reached_ms) c["reached_every_node_ms"] = *convergence_.reached_ms;
+  if (const uint64_t version = registry_.convergence_version()) {
+    json::object c{{"version", version}};
+    if (const auto ms = registry_.convergence_ms()) c["reached_every_node_ms"] = *ms;
     o["last_change"] = std::move(c);
   }
   json::array pending;
@@ -217,7 +213,7 @@ AdminResult ConfigService::servers() {
                      {"shards", s.shards},
                      {"weight", s.weight},
                      {"state", "unknown"}};
-      if (const Node* n = find("hash", s.name)) {
+      if (const Node* n = find_hash(s.name)) {
         o["state"] = n->up ? "up" : "down";
         if (const auto* r = n->stats.if_contains("records")) o["records"] = *r;
       }
@@ -279,7 +275,7 @@ AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
   std::string change = "added";
   for (const ServerSpec& spec : specs) {
     ServerInfo s{spec.name, spec.address.value_or(""), spec.shards.value_or(0), spec.weight};
-    const Node* node = find("hash", spec.name);
+    const Node* node = find_hash(spec.name);
     if (node && node->rejoin_purge_id) {
       return AdminResult::error(409, spec.name +
                                          " is still purging the records it held before it "
@@ -378,9 +374,9 @@ AdminResult ConfigService::merge(uint64_t lo, uint64_t hi) {
 AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
                                  uint32_t age_seconds) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  Node* n = find("hash", server);
+  Node* n = find_hash(server);
   if (!n) return AdminResult::error(404, "unknown hash server " + server);
-  if (!n->session) return AdminResult::error(503, server + " is not connected");
+  if (!n->link) return AdminResult::error(503, server + " is not connected");
   send_purge(*n, kind, age_seconds);
   // A drain with the automatic purge off ends with the operator's purge.
   if (auto d = drains_.find(server);
@@ -396,7 +392,7 @@ AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
 AdminResult ConfigService::purge_status() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
-  for (const auto& [key, n] : nodes_) {
+  for (const auto& [key, n] : registry_.nodes()) {
     for (const auto& p : n.purges) {
       if (p.state == frame::PurgeState::kIdle) continue;
       out.push_back(json::object{{"server", n.name},
@@ -454,13 +450,13 @@ AdminResult ConfigService::drain_status(const std::string& server) {
 AdminResult ConfigService::streams() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
-  for (const auto& [key, n] : nodes_) {
-    if (n.role != "hash") continue;
+  for (const auto& [key, n] : registry_.nodes()) {
+    if (!n.is_hash()) continue;
     out.push_back(
         json::object{{"server", n.name},
-                     {"state", !n.up       ? "down"
-                               : n.session ? "up"
-                                           : "disconnected"},
+                     {"state", !n.up    ? "down"
+                               : n.link ? "up"
+                                        : "disconnected"},
                      {"stream", n.stream ? json::value(stream_json(n)) : json::value(nullptr)}});
   }
   return AdminResult::ok(json::object{{"streams", std::move(out)}});
@@ -468,11 +464,11 @@ AdminResult ConfigService::streams() {
 
 AdminResult ConfigService::stream_control(const std::string& server, StreamControl action) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  Node* n = find("hash", server);
+  Node* n = find_hash(server);
   if (!n) return AdminResult::error(404, "unknown hash server " + server);
-  if (!n->session) return AdminResult::error(503, server + " is not connected");
+  if (!n->link) return AdminResult::error(503, server + " is not connected");
   if (!router_) return AdminResult::error(409, "there is no table yet");
-  if (!streams_known(*n)) {
+  if (!n->streams_known()) {
     // A hash server of a version before streams closes its link on a message it does not know.
     return AdminResult::error(409, server +
                                        " has sent no stream report since it registered: it does "

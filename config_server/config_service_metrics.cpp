@@ -45,10 +45,10 @@ std::string ConfigService::metrics_text() const {
             "node links refused because the node did not prove the cluster key",
             static_cast<double>(auth_refused_));
   int up[2] = {0, 0}, down[2] = {0, 0}, lagging[2] = {0, 0};
-  for (const auto& [key, n] : nodes_) {
-    const int role = n.role == "hash" ? 0 : 1;
+  for (const auto& [key, n] : registry_.nodes()) {
+    const int role = n.is_hash() ? 0 : 1;
     (!n.up ? down : n.lagging ? lagging : up)[role] += 1;
-    const MetricsText::Labels who{{"role", n.role}, {"name", n.name}};
+    const MetricsText::Labels who{{"role", control::to_string(n.role)}, {"name", n.name}};
     m.gauge("imhash_config_node_version", "table version each node acknowledged",
             static_cast<double>(n.version), who);
     m.gauge("imhash_config_node_up", "1 while the node heartbeats", n.up ? 1 : 0, who);
@@ -60,7 +60,7 @@ std::string ConfigService::metrics_text() const {
       m.gauge("imhash_config_node_records", "records a hash server holds (from its heartbeat)",
               r->to_number<double>(), who);
     }
-    if (n.role == "hash") {
+    if (n.is_hash()) {
       m.gauge("imhash_config_replication_lag",
               "writes the login servers hold for a hash server because its links cannot take "
               "them: not applied there yet (replicas; from the login servers' heartbeats)",
@@ -80,7 +80,7 @@ std::string ConfigService::metrics_text() const {
             o.at("records_sent").to_number<double>(), who);
   }
   for (int role = 0; role < 2; ++role) {
-    const char* name = role == 0 ? "hash" : "login";
+    const char* name = control::to_string(role == 0 ? control::Role::kHash : control::Role::kLogin);
     m.gauge("imhash_config_nodes", "nodes by role and state", up[role],
             {{"role", name}, {"state", "up"}});
     m.gauge("imhash_config_nodes", "nodes by role and state", down[role],
@@ -90,20 +90,21 @@ std::string ConfigService::metrics_text() const {
   }
   m.counter("imhash_config_rejected_acks_total",
             "acks of a version above the latest pushed: rejected, not applied",
-            static_cast<double>(rejected_versions_[kFromAck]));
-  for (const VersionSource from : {kFromRegister, kFromHeartbeat}) {
+            static_cast<double>(registry_.rejected(cluster::VersionSource::kAck)));
+  for (const auto from : {cluster::VersionSource::kRegister, cluster::VersionSource::kHeartbeat}) {
     m.counter("imhash_config_rejected_versions_total",
               "registers and heartbeats naming a version above the latest pushed: not trusted for "
               "convergence",
-              static_cast<double>(rejected_versions_[from]), {{"message", kSourceNames[from]}});
+              static_cast<double>(registry_.rejected(from)),
+              {{"message", cluster::version_source_name(from)}});
   }
   m.counter("imhash_config_registrations_refused_total",
             "registrations refused because a live link holds the name",
             static_cast<double>(refused_name_held_));
-  if (convergence_.reached_ms) {
+  if (const std::optional<double> ms = registry_.convergence_ms()) {
     m.gauge("imhash_config_convergence_seconds",
             "time the last table version took to reach every node that is up and not lagging",
-            static_cast<double>(*convergence_.reached_ms) / 1000.0);
+            *ms / 1000.0);
   }
   m.gauge(
       "imhash_config_converged",
@@ -142,8 +143,8 @@ std::string ConfigService::metrics_text() const {
        }},
   };
   for (const StreamMetric& metric : kStreamMetrics) {
-    for (const auto& [key, n] : nodes_) {
-      if (n.role == "hash" && n.stream) {
+    for (const auto& [key, n] : registry_.nodes()) {
+      if (n.is_hash() && n.stream) {
         m.gauge(metric.name, metric.help, metric.value(*n.stream), {{"name", n.name}});
       }
     }

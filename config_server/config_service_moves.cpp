@@ -10,6 +10,7 @@
 #include "common/printable.h"
 #include "common/table_edits.h"
 #include "config_server/config_service.h"
+#include "config_server/move_rules.h"
 
 namespace json = boost::json;
 
@@ -21,43 +22,11 @@ using control::StreamState;
 using frame::PurgeAction;
 
 bool ConfigService::needs_stream(const Node& n, const PendingPurge& p) const {
-  // Not one whose stream is done at the entry's version (nothing left to send), nor one that runs
-  // against the current table (a start would throw its progress away: after a config server
-  // restart, or a link that came back, it carries on). A cancelled one waits for the operator.
-  if (!n.stream) return true;
-  switch (n.stream->state) {
-    case StreamState::kDone:
-      return n.stream->version < p.version;
-    case StreamState::kRunning:
-      return n.stream->version < router_->version();
-    case StreamState::kCancelled:
-      return false;
-    case StreamState::kIdle:
-      break;
-  }
-  return true;
+  return cluster::needs_stream(n, p, router_->version());
 }
 
 void ConfigService::on_purge_report(Node& n, const control::PurgeReport& report) {
-  for (const control::PurgeShard& s : report.shards) {
-    auto it = std::find_if(n.purges.begin(), n.purges.end(),
-                           [&](const control::PurgeShard& p) { return p.shard == s.shard; });
-    if (it == n.purges.end()) {
-      n.purges.push_back(s);
-    } else {
-      *it = s;
-    }
-  }
-  std::sort(n.purges.begin(), n.purges.end(),
-            [](const auto& a, const auto& b) { return a.shard < b.shard; });
-  if (!n.rejoin_purge_id) return;
-  // Done only when every shard it has reports this purge done: an older report (of an earlier
-  // purge, or from before this one started) does not count.
-  const auto done = static_cast<uint64_t>(
-      std::count_if(n.purges.begin(), n.purges.end(), [&](const control::PurgeShard& s) {
-        return s.id == n.rejoin_purge_id && s.state == frame::PurgeState::kDone;
-      }));
-  if (done >= std::max<uint64_t>(n.shards, 1)) {
+  if (cluster::record_purge_report(n, report)) {
     spdlog::info("{}: stale records purged (purge {}); it may be added back", n.name,
                  n.rejoin_purge_id);
     n.rejoin_purge_id = 0;
@@ -65,16 +34,18 @@ void ConfigService::on_purge_report(Node& n, const control::PurgeReport& report)
 }
 
 uint64_t ConfigService::send_purge(Node& n, PurgeAction action, uint32_t age_seconds) {
-  if (!n.session) return 0;
+  const std::shared_ptr<NodeSession> link = link_of(n);
+  if (!link) return 0;
   const uint64_t id = ++next_purge_id_;
-  n.session->send(control::PurgeCommand{action, age_seconds, id});
+  link->send(control::PurgeCommand{action, age_seconds, id});
   spdlog::info("purge {} (id {}) sent to {}", purge_action_name(action), id, n.name);
   return id;
 }
 
 void ConfigService::send_stream(Node& n, StreamAction action, uint64_t version) {
-  if (!n.session) return;
-  n.session->send(control::StreamCommand{action, version, {}});
+  const std::shared_ptr<NodeSession> link = link_of(n);
+  if (!link) return;
+  link->send(control::StreamCommand{action, version, {}});
   spdlog::info("stream {} (version {}) sent to {}", control::stream_action_name(action), version,
                n.name);
 }
@@ -121,9 +92,9 @@ void ConfigService::maybe_refill(Node& n, bool fresh, bool filling) {
     return;
   }
   std::vector<std::string> peers;
-  for (const auto& [key, p] : nodes_) {
-    if (p.role != "hash" || p.name == n.name || !p.up || !p.session || p.rejoin_purge_id ||
-        !streams_known(p) || router_->table().server_index(p.name) < 0) {
+  for (const auto& [key, p] : registry_.nodes()) {
+    if (!p.is_hash() || p.name == n.name || !p.up || !p.link || p.rejoin_purge_id ||
+        !p.streams_known() || router_->table().server_index(p.name) < 0) {
       continue;
     }
     peers.push_back(p.name);
@@ -132,10 +103,11 @@ void ConfigService::maybe_refill(Node& n, bool fresh, bool filling) {
     end_refill(n.name, "no other replica is up to refill it", false);
     return;
   }
-  n.session->send(control::FillCommand{true});
+  if (const auto link = link_of(n)) link->send(control::FillCommand{true});
   for (const std::string& name : peers) {
-    Node* p = find("hash", name);
-    p->session->send(control::StreamCommand{StreamAction::kStart, router_->version(), {n.name}});
+    if (const auto link = link_of(*find_hash(name))) {
+      link->send(control::StreamCommand{StreamAction::kStart, router_->version(), {n.name}});
+    }
   }
   refills_.start(n.name, router_->version(), peers, monotonic_ns());
   spdlog::info(
@@ -147,9 +119,10 @@ void ConfigService::maybe_refill(Node& n, bool fresh, bool filling) {
 
 void ConfigService::end_refill(const std::string& server, const char* why, bool refilled) {
   refills_.cancel(server);
-  Node* n = find("hash", server);
-  if (!n || !n->session) return;
-  n->session->send(control::FillCommand{false});
+  const Node* n = find_hash(server);
+  const std::shared_ptr<NodeSession> link = n ? link_of(*n) : nullptr;
+  if (!link) return;
+  link->send(control::FillCommand{false});
   if (refilled) {
     spdlog::info("{} refilled: {}", server, why);
   } else {
@@ -171,8 +144,8 @@ std::vector<std::string> ConfigService::logins_holding(const std::string& server
   // heartbeat: one heard a second after `since_ns` has sampled since then.
   constexpr int64_t kSampleSlackNs = 1'000'000'000;
   std::vector<std::string> holding;
-  for (const auto& [key, n] : nodes_) {
-    if (n.role != "login" || !n.up) continue;
+  for (const auto& [key, n] : registry_.nodes()) {
+    if (n.is_hash() || !n.up) continue;
     const auto it = n.held_writes.find(server);
     if (n.heartbeat_ns < since_ns + kSampleSlackNs || (it != n.held_writes.end() && it->second))
       holding.push_back(n.name);
@@ -231,51 +204,9 @@ void ConfigService::update_refills() {
 }
 
 std::vector<std::string> ConfigService::purge_waits(const PendingPurge& p, bool& held) const {
-  std::vector<std::string> waits;
-  held = false;
-  if (const uint64_t now = unix_millis(); now < p.not_before_ms) {
-    waits.push_back("grace period (" + format_ms(p.not_before_ms - now) + " left)");
-  }
-  if (const int64_t left = settling_ns(); left > 0) {
-    waits.push_back("the nodes registering with the new leader (" +
-                    format_ms(static_cast<uint64_t>(left / 1'000'000)) + " left)");
-  }
-  // Old copies become garbage only once no login server can still read them: every login server
-  // and hash server that is up runs the new version. The rule has two exceptions, both from the
-  // heartbeat rule: a DOWN node (missed_heartbeats_down intervals without a heartbeat) is not
-  // waited for, nor is a LAGGING one (up, but the new version was pushed to it a DOWN window ago
-  // and it has not acknowledged it: a login server stuck, or one that says version 0 forever
-  // would otherwise hold the purge back for good). The grace period is far longer than that
-  // window, so a healthy node always acknowledges in time.
-  std::string behind;
-  for (const auto& [key, n] : nodes_) {
-    if (waited_for(n) && n.version < p.version) behind += (behind.empty() ? "" : ", ") + key;
-  }
-  if (!behind.empty()) {
-    waits.push_back("nodes to run version " + std::to_string(p.version) + ": " + behind);
-  }
-  const Node* n = find("hash", p.server);
-  if (!n || !n->up || !n->session) {
-    waits.push_back("server down (" +
-                    std::string(!n       ? "not registered"
-                                : !n->up ? "DOWN"
-                                         : "not connected") +
-                    ")");
-  }
-  // Its stream must be done against this version or a later one: then every record it held that
-  // another server owns has been acknowledged by that owner.
-  const std::optional<control::StreamReport>& r = n ? n->stream : std::nullopt;
-  if (!r) {
-    waits.push_back("stream (no report since it registered)");
-  } else if (r->state == StreamState::kCancelled) {
-    held = true;
-    waits.push_back("stream cancelled: held until `imctl stream restart " + p.server + "`");
-  } else if (r->state != StreamState::kDone || r->version < p.version) {
-    waits.push_back("stream done at version " + std::to_string(p.version) + " (now " +
-                    control::stream_state_name(r->state) + " at version " +
-                    std::to_string(r->version) + ", " + std::to_string(r->sent) + " records sent)");
-  }
-  return waits;
+  cluster::PurgeWaits w = cluster::purge_waits(p, registry_, unix_millis(), settling_ns());
+  held = w.held;
+  return std::move(w.waits);
 }
 
 void ConfigService::maybe_auto_purge() {
@@ -287,7 +218,7 @@ void ConfigService::maybe_auto_purge() {
       ++it;
       continue;
     }
-    Node* n = find("hash", it->server);
+    Node* n = find_hash(it->server);
     const uint64_t id = send_purge(*n, PurgeAction::kNotOwned, 0);
     spdlog::info("{}: automatic purge {} of the old copies after version {}", it->server, id,
                  it->version);

@@ -84,8 +84,8 @@ asio::awaitable<void> NodeListener::accept_loop() {
       spdlog::warn("node accept: {}", ec.message());
       continue;
     }
-    auto session =
-        std::make_shared<NodeSession>(std::move(socket), service_, limits_.link, counters_, tls_);
+    auto session = std::make_shared<NodeSession>(++links_opened_, std::move(socket), service_,
+                                                 limits_.link, counters_, tls_);
     if (std::string why = over_cap(session->peer_address()); !why.empty()) {
       if (std::string more; refusal_log_.allow(more)) {
         spdlog::warn("node link from {} refused: {}; closed{}", session->peer(), why, more);

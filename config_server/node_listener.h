@@ -50,6 +50,7 @@ class NodeListener {
   const NodeListenerLimits limits_;
   const std::shared_ptr<boost::asio::ssl::context> tls_;
   NodeLinkCounters counters_;
+  cluster::LinkId links_opened_ = 0;  // each link's id: the count so far
   // Every link accepted and still open (a session lives until its read loop and writes end), for
   // stop(); expired entries are dropped once they are as many as the live ones.
   std::vector<std::weak_ptr<NodeSession>> open_;

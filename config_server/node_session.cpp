@@ -32,9 +32,11 @@ bool LogBudget::allow(std::string& more) {
   return true;
 }
 
-NodeSession::NodeSession(tcp::socket socket, ConfigService& service, const NodeLinkLimits& limits,
-                         NodeLinkCounters& counters, std::shared_ptr<asio::ssl::context> tls)
-    : socket_(std::move(socket)),
+NodeSession::NodeSession(cluster::LinkId id, tcp::socket socket, ConfigService& service,
+                         const NodeLinkLimits& limits, NodeLinkCounters& counters,
+                         std::shared_ptr<asio::ssl::context> tls)
+    : id_(id),
+      socket_(std::move(socket)),
       service_(service),
       limits_(limits),
       counters_(counters),
@@ -74,7 +76,7 @@ void NodeSession::arm_timer(Clock::duration after) {
 // heartbeat rule already); closing frees its descriptor and buffers.
 void NodeSession::on_timer() {
   if (closed_) return;
-  if (key.empty()) {
+  if (key_.empty()) {
     ++counters_.register_timeouts;
     if (std::string more; counters_.closes_log.allow(more)) {
       spdlog::warn("node link from {}: no registration within {} ms; closed{}", peer_,
@@ -90,7 +92,7 @@ void NodeSession::on_timer() {
   }
   ++counters_.idle_timeouts;
   if (std::string more; counters_.closes_log.allow(more)) {
-    spdlog::warn("node {} ({}): nothing received for {} ms; closing its link{}", key, peer_,
+    spdlog::warn("node {} ({}): nothing received for {} ms; closing its link{}", key_, peer_,
                  whole_ms(limits_.idle_timeout), more);
   }
   close();
@@ -119,7 +121,7 @@ void NodeSession::send_encoded(std::span<const uint8_t> framed) {
 
 void NodeSession::queued() {
   if (queued_.size() > kMaxQueued) {
-    spdlog::warn("node {} ({}) is not reading; closing its link", key, peer_);
+    spdlog::warn("node {} ({}) is not reading; closing its link", key_, peer_);
     close();
     return;
   }
@@ -183,7 +185,7 @@ asio::awaitable<void> NodeSession::read_loop() {
     // An unregistered link may send a register and nothing larger; the rest of what arrived with
     // the register is decoded under the registered link's limit.
     const auto limit = [&] {
-      return key.empty() ? limits_.max_unregistered_message : limits_.max_message;
+      return key_.empty() ? limits_.max_unregistered_message : limits_.max_message;
     };
     control::DecodeStatus st;
     for (;;) {

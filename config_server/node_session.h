@@ -23,6 +23,7 @@
 
 #include "common/control_protocol.h"
 #include "config_server/node_auth.h"
+#include "config_server/node_registry.h"
 
 namespace imhash {
 
@@ -58,7 +59,8 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
  public:
   // `tls` (--tls-cert, --tls-key, --tls-ca; null: plain TCP): the link runs TLS from its first
   // byte, the node's certificate checked against the CA (within limits.register_timeout).
-  NodeSession(boost::asio::ip::tcp::socket socket, ConfigService& service,
+  // `id`: the link's number, unique in this process (NodeListener counts them).
+  NodeSession(cluster::LinkId id, boost::asio::ip::tcp::socket socket, ConfigService& service,
               const NodeLinkLimits& limits, NodeLinkCounters& counters,
               std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
@@ -73,8 +75,10 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   const std::string& peer() const { return peer_; }
   // The peer's IP address, IPv4-mapped IPv6 folded to IPv4 (the per-source connection cap).
   const boost::asio::ip::address& peer_address() const { return peer_address_; }
-  // The node this link registered as ("hash/hash1"); empty before register.
-  std::string key;
+  cluster::LinkId id() const { return id_; }
+  // The node this link registered as ("hash/hash1"); empty before register. Set by the service.
+  const std::string& key() const { return key_; }
+  void registered_as(std::string key) { key_ = std::move(key); }
   // Released when the session dies: the listener's count of the links open (NodeListener).
   std::shared_ptr<void> slot;
 
@@ -85,6 +89,8 @@ class NodeSession : public std::enable_shared_from_this<NodeSession> {
   void arm_timer(std::chrono::steady_clock::duration after);
   void on_timer();
 
+  const cluster::LinkId id_;
+  std::string key_;
   boost::asio::ip::tcp::socket socket_;
   std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   ConfigService& service_;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/table.h"
+#include "config_server/pending_purge.h"
 
 namespace imhash {
 
@@ -26,21 +27,6 @@ struct HistoryEntry {
   uint64_t time = 0;   // Unix seconds
   std::string change;  // what the operator (or failover) did, in words
   Table table;
-};
-
-// An automatic purge of the old copies a hash server holds after table `version` moved ids away
-// from it (docs/operations.md, "The pending purge"). It is sent once the grace period has passed
-// (`not_before_ms`, wall-clock Unix milliseconds, so it survives a restart), every node that is up
-// runs `version`, and the server's stream is done at `version` or later.
-struct PendingPurge {
-  std::string server;
-  uint64_t version = 0;
-  uint64_t not_before_ms = 0;
-  // The server was up when the change was made and was told to stream what it holds: if it is no
-  // longer in the table when it comes back (re-registers, or heartbeats again after DOWN), it
-  // streams again rather than purging everything (a server removed while DOWN purges all).
-  bool streams = false;
-  friend bool operator==(const PendingPurge&, const PendingPurge&) = default;
 };
 
 class StateStore {
