@@ -79,6 +79,11 @@ void MetricsText::counter(std::string_view name, std::string_view help, double v
   sample(name, value, labels);
 }
 
+void MetricsText::add(const MetricDef& metric, double value, const Labels& labels) {
+  header(metric.name, metric.help, metric.type == MetricDef::Type::kCounter ? "counter" : "gauge");
+  sample(metric.name, value, labels);
+}
+
 void MetricsText::histogram(std::string_view name, std::string_view help,
                             const std::vector<double>& bounds, const std::vector<uint64_t>& counts,
                             double sum, const Labels& labels) {

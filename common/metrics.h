@@ -17,6 +17,15 @@
 
 namespace imhash {
 
+// A metric as a daemon's table declares it, once (config_server/config_metrics.h): its name, its
+// type and its help.
+struct MetricDef {
+  enum class Type : uint8_t { kGauge, kCounter, kHistogram };
+  std::string_view name;
+  Type type;
+  std::string_view help;
+};
+
 class MetricsText {
  public:
   using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -27,6 +36,12 @@ class MetricsText {
   // A histogram from cumulative bucket counts (upper bounds in seconds, +Inf implied last).
   void histogram(std::string_view name, std::string_view help, const std::vector<double>& bounds,
                  const std::vector<uint64_t>& counts, double sum, const Labels& labels = {});
+  // A sample of a gauge or a counter declared in a table.
+  void add(const MetricDef& metric, double value, const Labels& labels = {});
+  void histogram(const MetricDef& metric, const std::vector<double>& bounds,
+                 const std::vector<uint64_t>& counts, double sum, const Labels& labels = {}) {
+    histogram(metric.name, metric.help, bounds, counts, sum, labels);
+  }
   const std::string& str() const { return out_; }
 
  private:

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "common/endpoint.h"
+#include "config_server/config_metrics.h"
 
 namespace json = boost::json;
 
@@ -77,19 +78,12 @@ json::object control_plane_json(const Leadership& l) {
 
 void append_control_plane_metrics(const Leadership& l, const EtcdClient& etcd, MetricsText& m) {
   const EtcdStats& s = etcd.stats();
-  m.counter("imhash_config_etcd_requests_total",
-            "requests to etcd (state writes and reads, the lease, the election)",
-            static_cast<double>(s.requests));
-  m.counter("imhash_config_etcd_request_failures_total", "requests to etcd no member answered",
-            static_cast<double>(s.failures));
-  m.counter("imhash_config_etcd_request_seconds_total", "time spent in requests to etcd",
-            s.total_ms / 1000);
-  m.gauge("imhash_config_etcd_last_request_seconds", "how long the latest request to etcd took",
-          s.last_ms / 1000);
-  m.counter("imhash_config_elections_won_total", "times this config server became the leader",
-            static_cast<double>(l.terms()));
-  m.gauge("imhash_config_standbys", "config servers standing by, as the latest round saw",
-          static_cast<double>(l.standbys().size()));
+  m.add(config_metrics::kEtcdRequestsTotal, static_cast<double>(s.requests));
+  m.add(config_metrics::kEtcdRequestFailuresTotal, static_cast<double>(s.failures));
+  m.add(config_metrics::kEtcdRequestSecondsTotal, s.total_ms / 1000);
+  m.add(config_metrics::kEtcdLastRequestSeconds, s.last_ms / 1000);
+  m.add(config_metrics::kElectionsWonTotal, static_cast<double>(l.terms()));
+  m.add(config_metrics::kStandbys, static_cast<double>(l.standbys().size()));
 }
 
 }  // namespace imhash

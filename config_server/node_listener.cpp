@@ -6,6 +6,7 @@
 
 #include "common/endpoint.h"
 #include "common/metrics.h"
+#include "config_server/config_metrics.h"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -103,22 +104,17 @@ asio::awaitable<void> NodeListener::accept_loop() {
 }
 
 void NodeListener::append_metrics(MetricsText& m) const {
-  m.gauge("imhash_config_node_links_open", "node links open (registered or not)",
-          static_cast<double>(counts_->total));
-  const char* refused_help = "node connections closed at once: over a connection cap";
-  m.counter("imhash_config_node_links_refused_total", refused_help,
-            static_cast<double>(refused_total_), {{"cap", "total"}});
-  m.counter("imhash_config_node_links_refused_total", refused_help,
-            static_cast<double>(refused_per_source_), {{"cap", "per_source"}});
-  const char* closed_help =
-      "node links the config server closed: no register in time, idle, a "
-      "malformed or oversize message";
-  m.counter("imhash_config_node_links_closed_total", closed_help,
-            static_cast<double>(counters_.register_timeouts), {{"reason", "register_timeout"}});
-  m.counter("imhash_config_node_links_closed_total", closed_help,
-            static_cast<double>(counters_.idle_timeouts), {{"reason", "idle"}});
-  m.counter("imhash_config_node_links_closed_total", closed_help,
-            static_cast<double>(counters_.bad_messages), {{"reason", "bad_message"}});
+  m.add(config_metrics::kNodeLinksOpen, static_cast<double>(counts_->total));
+  m.add(config_metrics::kNodeLinksRefusedTotal, static_cast<double>(refused_total_),
+        {{"cap", "total"}});
+  m.add(config_metrics::kNodeLinksRefusedTotal, static_cast<double>(refused_per_source_),
+        {{"cap", "per_source"}});
+  m.add(config_metrics::kNodeLinksClosedTotal, static_cast<double>(counters_.register_timeouts),
+        {{"reason", "register_timeout"}});
+  m.add(config_metrics::kNodeLinksClosedTotal, static_cast<double>(counters_.idle_timeouts),
+        {{"reason", "idle"}});
+  m.add(config_metrics::kNodeLinksClosedTotal, static_cast<double>(counters_.bad_messages),
+        {{"reason", "bad_message"}});
 }
 
 }  // namespace imhash
