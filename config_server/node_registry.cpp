@@ -29,15 +29,13 @@ const NodeRecord* NodeRegistry::find(const NodeKey& key) const {
 }
 
 NodeRecord* NodeRegistry::on_link(LinkId link) {
-  if (link == 0) return nullptr;
-  for (auto& [key, n] : nodes_) {
-    if (n.link == link) return &n;
-  }
-  return nullptr;
+  const auto it = by_link_.find(link);
+  return it == by_link_.end() ? nullptr : it->second;
 }
 
 void NodeRegistry::clear() {
   nodes_.clear();
+  by_link_.clear();
   convergence_ = Convergence{};
 }
 
@@ -61,14 +59,19 @@ NodeRegistry::Registration NodeRegistry::on_register(const control::Register& re
   r.version = take_version(n, VersionSource::kRegister, reg.version, latest);
   n.last_heard_ns = now_ns;
   n.up = true;
+  if (n.link != 0) by_link_.erase(n.link);
   n.link = link;
+  by_link_[link] = &n;
   n.stream.reset();
   n.purges.clear();
   return r;
 }
 
 void NodeRegistry::on_link_closed(LinkId link) {
-  if (NodeRecord* n = on_link(link)) n->link = 0;
+  const auto it = by_link_.find(link);
+  if (it == by_link_.end()) return;
+  it->second->link = 0;
+  by_link_.erase(it);
 }
 
 bool NodeRegistry::on_heard(NodeRecord& n, int64_t now_ns) {

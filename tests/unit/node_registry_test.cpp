@@ -47,6 +47,7 @@ TEST_CASE("node registry: a name held by a live link is refused to another link"
   CHECK_FALSE(reg.name_held(kHash1, kSecondLink, true));
   REQUIRE(reg.find(kHash1) != nullptr);
   CHECK(reg.find(kHash1)->link == 0);
+  CHECK(reg.on_link(kFirst) == nullptr);
 }
 
 TEST_CASE("node registry: a registration on a new link replaces the old one and its progress") {
