@@ -1,5 +1,5 @@
-// ConfigService's admin API: the JSON views of nodes, servers, purges, streams and drains, and the
-// admin commands (table changes, purges, drains, stream control) that the HTTP handler calls.
+// ConfigService's admin API: the JSON views of nodes, servers, purges, streams and drains over the
+// controller's state, and the admin commands, handed to the controller (cluster_controller.h).
 // The config server's main thread only, as the rest of ConfigService (config_service.h).
 #include <spdlog/spdlog.h>
 
@@ -54,32 +54,21 @@ json::object ConfigService::node_json(const Node& n) const {
   }
   if (n.is_hash()) {
     o["shards"] = n.shards;
-    o["in_table"] = router_ && router_->table().server_index(n.name) >= 0;
-    o["replication_lag"] = replication_lag(n.name);
+    o["in_table"] = controller_.router() && controller_.router()->table().server_index(n.name) >= 0;
+    o["replication_lag"] = controller_.replication_lag(n.name);
     if (n.rejoin_purge_id) {
       o["rejoin_purge"] = true;
       o["rejoin_purge_id"] = n.rejoin_purge_id;
     }
     o["stream"] = n.stream ? json::value(stream_json(n)) : json::value(nullptr);
-    for (const PendingPurge& p : pending_) {
+    for (const PendingPurge& p : controller_.pending()) {
       if (p.server == n.name) o["pending_purge"] = pending_json(p);
     }
-    if (auto d = drains_.find(n.name); d != drains_.end()) {
+    if (auto d = controller_.drains().find(n.name); d != controller_.drains().end()) {
       o["draining"] = drain_json(n.name, d->second);
     }
   }
   return o;
-}
-
-uint64_t ConfigService::replication_lag(const std::string& server) const {
-  // What the login servers that heartbeat hold for it; a DOWN login server's holds are out of
-  // date (and lost with it if it died).
-  uint64_t lag = 0;
-  for (const auto& [key, n] : registry_.nodes()) {
-    if (n.is_hash() || !n.up) continue;
-    if (const auto it = n.held_writes.find(server); it != n.held_writes.end()) lag += it->second;
-  }
-  return lag;
 }
 
 json::object ConfigService::stream_json(const Node& n) const {
@@ -89,9 +78,10 @@ json::object ConfigService::stream_json(const Node& n) const {
 }
 
 json::object ConfigService::pending_json(const PendingPurge& p) const {
-  bool held = false;
+  cluster::PurgeWaits w = controller_.purge_waits(p, now());
+  const bool held = w.held;
   json::array waits;
-  for (std::string& w : purge_waits(p, held)) waits.emplace_back(std::move(w));
+  for (std::string& reason : w.waits) waits.emplace_back(std::move(reason));
   const uint64_t now = unix_millis();
   return json::object{{"server", p.server},
                       {"version", p.version},
@@ -102,8 +92,8 @@ json::object ConfigService::pending_json(const PendingPurge& p) const {
                       {"waits_for", std::move(waits)}};
 }
 
-json::object ConfigService::drain_json(const std::string& server, const Drain& d) const {
-  const Node* n = find_hash(server);
+json::object ConfigService::drain_json(const std::string& server, const cluster::Drain& d) const {
+  const Node* n = controller_.find_hash(server);
   json::object o{{"server", server}, {"version", d.version}, {"purge_sent", d.purged}};
   std::optional<double> records;
   if (n) {
@@ -115,7 +105,7 @@ json::object ConfigService::drain_json(const std::string& server, const Drain& d
   o["records"] = records ? json::value(static_cast<uint64_t>(*records)) : json::value(nullptr);
   o["stream"] = n && n->stream ? json::value(stream_json(*n)) : json::value(nullptr);
   bool pending = false;
-  for (const PendingPurge& p : pending_) {
+  for (const PendingPurge& p : controller_.pending()) {
     if (p.server == server) {
       o["pending_purge"] = pending_json(p);
       pending = true;
@@ -128,46 +118,45 @@ json::object ConfigService::drain_json(const std::string& server, const Drain& d
   return o;
 }
 
-bool ConfigService::converged() const { return router_ && registry_.converged(router_->version()); }
-
 AdminResult ConfigService::status() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array nodes;
-  for (const auto& [key, n] : registry_.nodes()) nodes.push_back(node_json(n));
+  for (const auto& [key, n] : controller_.registry().nodes()) nodes.push_back(node_json(n));
   json::object o{{"version", store_.version()},
-                 {"mode", router_ ? to_string(router_->mode()) : "none"},
-                 {"replicas", router_ ? router_->replicas() : 1},
-                 {"converged", converged()},
+                 {"mode", controller_.router() ? to_string(controller_.router()->mode()) : "none"},
+                 {"replicas", controller_.router() ? controller_.router()->replicas() : 1},
+                 {"converged", controller_.converged()},
                  {"nodes", std::move(nodes)},
                  {"purges", purge_status().body.as_object()["purges"]}};
-  if (const uint64_t version = registry_.convergence_version()) {
+  if (const uint64_t version = controller_.registry().convergence_version()) {
     json::object c{{"version", version}};
-    if (const auto ms = registry_.convergence_ms()) c["reached_every_node_ms"] = *ms;
+    if (const auto ms = controller_.registry().convergence_ms()) c["reached_every_node_ms"] = *ms;
     o["last_change"] = std::move(c);
   }
   json::array pending;
   uint64_t newest = 0;
   json::array servers;
-  for (const PendingPurge& p : pending_) {
+  for (const PendingPurge& p : controller_.pending()) {
     pending.push_back(pending_json(p));
     newest = std::max(newest, p.version);
     servers.emplace_back(p.server);
   }
-  if (!pending_.empty()) {
+  if (!controller_.pending().empty()) {
     // The summary of before issue 13 (the newest version any entry waits on, and the servers).
     o["pending_purge"] = json::object{{"version", newest}, {"servers", std::move(servers)}};
   }
   o["pending_purges"] = std::move(pending);
   json::array drains;
-  for (const auto& [name, d] : drains_) drains.push_back(drain_json(name, d));
+  for (const auto& [name, d] : controller_.drains()) drains.push_back(drain_json(name, d));
   o["drains"] = std::move(drains);
-  json::array refills = refills_.json(monotonic_ns());
+  json::array refills = controller_.refills().json(monotonic_ns());
   for (json::value& r : refills) {
     json::object& entry = r.as_object();
     if (!entry.at("streams_done").as_bool()) continue;
     const std::string server = json::value_to<std::string>(entry.at("server"));
     json::array holding;
-    for (const std::string& login : logins_holding(server, refills_.all().at(server).started_ns))
+    for (const std::string& login :
+         controller_.logins_holding(server, controller_.refills().all().at(server).started_ns))
       holding.emplace_back(login);
     entry["login_servers_holding"] = std::move(holding);
   }
@@ -179,15 +168,17 @@ AdminResult ConfigService::status() {
       {"last", store_last_ms_},
       {"mean", store_writes_ ? store_total_ms_ / static_cast<double>(store_writes_) : 0}};
   plane["store_errors"] = store_write_errors_;
-  if (const int64_t left = settling_ns(); left > 0) plane["settling_ms"] = left / 1'000'000;
+  if (const int64_t left = controller_.settling_ns(now()); left > 0)
+    plane["settling_ms"] = left / 1'000'000;
   o["control_plane"] = std::move(plane);
   return AdminResult::ok(std::move(o));
 }
 
 AdminResult ConfigService::table() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
-  return AdminResult::ok(table_value(router_->table()));
+  const std::shared_ptr<const Router>& router = controller_.router();
+  if (!router) return AdminResult::error(404, "there is no table yet: add a hash server first");
+  return AdminResult::ok(table_value(router->table()));
 }
 
 AdminResult ConfigService::history(uint64_t limit) {
@@ -205,15 +196,16 @@ AdminResult ConfigService::history(uint64_t limit) {
 
 AdminResult ConfigService::servers() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const std::shared_ptr<const Router>& router = controller_.router();
   json::array out;
-  if (router_) {
-    for (const auto& s : router_->table().servers) {
+  if (router) {
+    for (const auto& s : router->table().servers) {
       json::object o{{"name", s.name},
                      {"address", s.address},
                      {"shards", s.shards},
                      {"weight", s.weight},
                      {"state", "unknown"}};
-      if (const Node* n = find_hash(s.name)) {
+      if (const Node* n = controller_.find_hash(s.name)) {
         o["state"] = n->up ? "up" : "down";
         if (const auto* r = n->stats.if_contains("records")) o["records"] = *r;
       }
@@ -225,14 +217,15 @@ AdminResult ConfigService::servers() {
 
 AdminResult ConfigService::where(uint64_t id) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(404, "there is no table yet: add a hash server first");
+  const std::shared_ptr<const Router>& router = controller_.router();
+  if (!router) return AdminResult::error(404, "there is no table yet: add a hash server first");
   // The owner (the primary) at the top level, as before replicas; its replicas after it.
-  const ReplicaSet set = router_->replica_set(id);
+  const ReplicaSet set = router->replica_set(id);
   const Route& r = set.routes[0];
-  const ServerInfo& s = router_->table().servers[r.server];
+  const ServerInfo& s = router->table().servers[r.server];
   json::array replicas;
   for (uint32_t i = 1; i < set.size; ++i) {
-    const ServerInfo& replica = router_->table().servers[set.routes[i].server];
+    const ServerInfo& replica = router->table().servers[set.routes[i].server];
     replicas.push_back(json::object{
         {"server", replica.name}, {"shard", set.routes[i].shard}, {"address", replica.address}});
   }
@@ -240,159 +233,62 @@ AdminResult ConfigService::where(uint64_t id) {
                                       {"server", s.name},
                                       {"shard", r.shard},
                                       {"address", s.address},
-                                      {"version", router_->version()},
+                                      {"version", router->version()},
                                       {"replicas", std::move(replicas)}});
 }
 
 AdminResult ConfigService::set_mode(RoutingMode mode, std::optional<ModuloHash> modulo_hash) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet: add a hash server first");
-  TableResult next = imhash::set_mode(router_->table(), mode);
-  std::string change = std::string("mode ") + to_string(mode);
-  if (next.table && modulo_hash) {
-    next.table->modulo_hash = *modulo_hash;
-    change += std::string(" (") + to_string(*modulo_hash) + ")";
-  }
-  return apply(std::move(next), change);
+  return answer(controller_.set_mode(mode, modulo_hash, now()));
 }
 
 AdminResult ConfigService::set_replicas(uint32_t replicas) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet: add a hash server first");
-  return apply(imhash::set_replicas(router_->table(), replicas),
-               "replicas " + std::to_string(replicas));
+  return answer(controller_.set_replicas(replicas, now()));
 }
 
 AdminResult ConfigService::add_servers(const std::vector<ServerSpec>& specs) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (specs.empty()) return AdminResult::error(400, "no server named");
-  Table t;
-  if (router_) {
-    t = router_->table();
-  } else {
-    t.mode = settings_.initial_mode;
-  }
-  std::string change = "added";
-  for (const ServerSpec& spec : specs) {
-    ServerInfo s{spec.name, spec.address.value_or(""), spec.shards.value_or(0), spec.weight};
-    const Node* node = find_hash(spec.name);
-    if (node && node->rejoin_purge_id) {
-      return AdminResult::error(409, spec.name +
-                                         " is still purging the records it held before it "
-                                         "was removed; try again when that is done");
-    }
-    if (!spec.address || !spec.shards) {
-      if (!node) {
-        return AdminResult::error(404, "unknown server " + spec.name +
-                                           ": no hash server of that name has registered; give "
-                                           "its address and shards (NAME=HOST:PORT/SHARDS)");
-      }
-      if (!spec.address) s.address = node->address;
-      if (!spec.shards) s.shards = node->shards;
-    }
-    TableResult r;
-    if (!router_) {
-      // The first table: every server named now shares the id space from the start.
-      t.servers.push_back(s);
-      r.table = t;
-    } else {
-      r = add_server(t, s);
-    }
-    if (!r.table) return AdminResult::error(400, r.error);
-    t = std::move(*r.table);
-    change += " " + spec.name;
-  }
-  // A server added back is no longer being drained.
-  for (const ServerSpec& spec : specs) drains_.erase(spec.name);
-  if (!router_ && t.mode == RoutingMode::kRange) t.ranges = even_ranges(t.servers);
-  if (auto err = validate(t); !err.empty()) return AdminResult::error(400, err);
-  return apply(TableResult{std::move(t), ""}, "server " + change);
+  return answer(controller_.add_servers(specs, now()));
 }
 
 AdminResult ConfigService::set_server(const std::string& name,
                                       const std::optional<std::string>& address,
                                       const std::optional<uint32_t>& weight) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  if (router_->table().server_index(name) < 0) {
-    return AdminResult::error(404, "unknown server " + name);
-  }
-  std::string change = "server set " + name;
-  if (address) change += " address " + *address;
-  if (weight) change += " weight " + std::to_string(*weight);
-  return apply(imhash::set_server(router_->table(), name, address, weight), change);
+  return answer(controller_.set_server(name, address, weight, now()));
 }
 
 AdminResult ConfigService::remove_servers(const std::vector<std::string>& names) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  Table t = router_->table();
-  for (const auto& name : names) {
-    if (t.server_index(name) < 0) return AdminResult::error(404, "unknown server " + name);
-  }
-  // Judged on what would remain after all of them (the names are distinct), so the sentence names
-  // the replicas that let the whole removal through, not the first one that fails.
-  if (const size_t left = t.servers.size() - names.size(); left > 0 && left < t.replicas) {
-    std::string listed;
-    for (const auto& name : names) listed += (listed.empty() ? "" : ", ") + name;
-    return AdminResult::error(409, "cannot remove " +
-                                       std::string(names.size() == 1 ? "server " : "servers ") +
-                                       listed + ": " + replicas_exceed_servers(t.replicas, left));
-  }
-  std::string change = "server removed";
-  for (const auto& name : names) {
-    auto r = remove_server(t, name);
-    if (!r.table) return AdminResult::error(400, r.error);
-    t = std::move(*r.table);
-    change += " " + name;
-  }
-  return apply(TableResult{std::move(t), ""}, change);
+  return answer(controller_.remove_servers(names, now()));
 }
 
 AdminResult ConfigService::assign(uint64_t lo, uint64_t hi, const std::string& server) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  if (router_->table().server_index(server) < 0) {
-    return AdminResult::error(404, "unknown server " + server);
-  }
-  return apply(assign_range(router_->table(), lo, hi, server),
-               "assign " + format_id_range(lo, hi) + " to " + server);
+  return answer(controller_.assign(lo, hi, server, now()));
 }
 
 AdminResult ConfigService::split(uint64_t at) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  return apply(split_range(router_->table(), at), "split at " + std::to_string(at));
+  return answer(controller_.split(at, now()));
 }
 
 AdminResult ConfigService::merge(uint64_t lo, uint64_t hi) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  return apply(merge_ranges(router_->table(), lo, hi), "merge " + format_id_range(lo, hi));
+  return answer(controller_.merge(lo, hi, now()));
 }
 
 AdminResult ConfigService::purge(const std::string& server, PurgeAction kind,
                                  uint32_t age_seconds) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  Node* n = find_hash(server);
-  if (!n) return AdminResult::error(404, "unknown hash server " + server);
-  if (!n->link) return AdminResult::error(503, server + " is not connected");
-  send_purge(*n, kind, age_seconds);
-  // A drain with the automatic purge off ends with the operator's purge.
-  if (auto d = drains_.find(server);
-      d != drains_.end() && (kind == PurgeAction::kNotOwned || kind == PurgeAction::kAll)) {
-    d->second.purged = true;
-  }
-  json::array shards;
-  for (const auto& p : n->purges) shards.push_back(control::purge_shard_json(p));
-  return AdminResult::ok(json::object{
-      {"server", server}, {"requested", purge_action_name(kind)}, {"shards", std::move(shards)}});
+  return answer(controller_.purge(server, kind, age_seconds));
 }
 
 AdminResult ConfigService::purge_status() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
-  for (const auto& [key, n] : registry_.nodes()) {
+  for (const auto& [key, n] : controller_.registry().nodes()) {
     for (const auto& p : n.purges) {
       if (p.state == frame::PurgeState::kIdle) continue;
       out.push_back(json::object{{"server", n.name},
@@ -409,38 +305,19 @@ AdminResult ConfigService::purge_status() {
 
 AdminResult ConfigService::drain(const std::string& server) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  if (router_->table().server_index(server) < 0) {
-    if (auto d = drains_.find(server); d != drains_.end()) {
-      // Again: nothing changes, and the answer says how far it is (so `imctl drain NAME --wait`
-      // can be run again after a timeout).
-      return AdminResult::ok(
-          json::object{{"version", store_.version()},
-                       {"change", "none: " + server +
-                                      " is already being drained (out of the table since "
-                                      "version " +
-                                      std::to_string(d->second.version) + ")"},
-                       {"drain", drain_json(server, d->second)}});
-    }
-    return AdminResult::error(404, "unknown server " + server);
+  AdminResult r = answer(controller_.drain(server, now()));
+  // Either way, the answer says how far the drain is.
+  if (const auto d = controller_.drains().find(server);
+      r.status == 200 && d != controller_.drains().end()) {
+    r.body.as_object()["drain"] = drain_json(server, d->second);
   }
-  // The same table edit as `server remove` (in range mode its ranges go to the others in turn);
-  // the stream apply() starts moves its records to their new owners.
-  AdminResult r = apply(remove_server(router_->table(), server), "drain " + server);
-  if (r.status != 200) return r;
-  const Drain& d = drains_[server] = Drain{store_.version(), false};
-  if (!settings_.auto_purge) {
-    spdlog::warn("drain {}: the automatic purge is off: purge it by hand once its stream is done",
-                 server);
-  }
-  r.body.as_object()["drain"] = drain_json(server, d);
   return r;
 }
 
 AdminResult ConfigService::drain_status(const std::string& server) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  auto d = drains_.find(server);
-  if (d == drains_.end()) {
+  const auto d = controller_.drains().find(server);
+  if (d == controller_.drains().end()) {
     return AdminResult::error(
         404, server + " is not being drained (start with `imctl drain " + server + "`)");
   }
@@ -450,7 +327,7 @@ AdminResult ConfigService::drain_status(const std::string& server) {
 AdminResult ConfigService::streams() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   json::array out;
-  for (const auto& [key, n] : registry_.nodes()) {
+  for (const auto& [key, n] : controller_.registry().nodes()) {
     if (!n.is_hash()) continue;
     out.push_back(
         json::object{{"server", n.name},
@@ -464,31 +341,11 @@ AdminResult ConfigService::streams() {
 
 AdminResult ConfigService::stream_control(const std::string& server, StreamControl action) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  Node* n = find_hash(server);
-  if (!n) return AdminResult::error(404, "unknown hash server " + server);
-  if (!n->link) return AdminResult::error(503, server + " is not connected");
-  if (!router_) return AdminResult::error(409, "there is no table yet");
-  if (!n->streams_known()) {
-    // A hash server of a version before streams closes its link on a message it does not know.
-    return AdminResult::error(409, server +
-                                       " has sent no stream report since it registered: it does "
-                                       "not stream (a version before streams?)");
+  AdminResult r = answer(controller_.stream_control(server, action));
+  if (const Node* n = controller_.find_hash(server); r.status == 200 && n) {
+    r.body.as_object()["stream"] = n->stream ? json::value(stream_json(*n)) : json::value(nullptr);
   }
-  if (action == StreamControl::kRestart) {
-    if (n->rejoin_purge_id) {
-      return AdminResult::error(409, server +
-                                         " is purging everything it held before it was "
-                                         "removed; it has nothing to stream");
-    }
-    send_stream(*n, StreamAction::kStart, router_->version());
-  } else {
-    send_stream(*n, StreamAction::kCancel, router_->version());
-  }
-  return AdminResult::ok(
-      json::object{{"server", server},
-                   {"requested", action == StreamControl::kRestart ? "restart" : "cancel"},
-                   {"version", router_->version()},
-                   {"stream", n->stream ? json::value(stream_json(*n)) : json::value(nullptr)}});
+  return r;
 }
 
 }  // namespace imhash

@@ -23,18 +23,21 @@ std::string ConfigService::metrics_text() const {
   m.add(config_metrics::kStoreWriteErrorsTotal, static_cast<double>(store_write_errors_));
   m.add(config_metrics::kStoreWriteSecondsTotal, store_total_ms_ / 1000);
   m.add(config_metrics::kStoreLastWriteSeconds, store_last_ms_ / 1000);
-  m.add(config_metrics::kHeartbeatsTotal, static_cast<double>(heartbeats_));
-  if (!heartbeat_lag_counts_.empty()) {
-    std::vector<uint64_t> cumulative(heartbeat_lag_counts_.size());
+  m.add(config_metrics::kHeartbeatsTotal, static_cast<double>(controller_.heartbeats()));
+  if (const std::vector<uint64_t>& counts = controller_.heartbeat_lag_counts(); !counts.empty()) {
+    static const std::vector<double> kBounds(
+        std::begin(cluster::ClusterController::kHeartbeatLagBounds),
+        std::end(cluster::ClusterController::kHeartbeatLagBounds));
+    std::vector<uint64_t> cumulative(counts.size());
     uint64_t run = 0;
-    for (size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = run += heartbeat_lag_counts_[i];
-    m.histogram(config_metrics::kHeartbeatLagSeconds, kHeartbeatLagBounds, cumulative,
-                heartbeat_lag_sum_s_);
+    for (size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = run += counts[i];
+    m.histogram(config_metrics::kHeartbeatLagSeconds, kBounds, cumulative,
+                controller_.heartbeat_lag_sum_s());
   }
   if (hooks_.metrics) hooks_.metrics(m);
   m.add(config_metrics::kAuthRefusedTotal, static_cast<double>(auth_refused_));
   int up[2] = {0, 0}, down[2] = {0, 0}, lagging[2] = {0, 0};
-  for (const auto& [key, n] : registry_.nodes()) {
+  for (const auto& [key, n] : controller_.registry().nodes()) {
     const int role = n.is_hash() ? 0 : 1;
     (!n.up ? down : n.lagging ? lagging : up)[role] += 1;
     const MetricsText::Labels who{{"role", control::to_string(n.role)}, {"name", n.name}};
@@ -45,12 +48,12 @@ std::string ConfigService::metrics_text() const {
       m.add(config_metrics::kNodeRecords, r->to_number<double>(), who);
     }
     if (n.is_hash()) {
-      m.add(config_metrics::kReplicationLag, static_cast<double>(replication_lag(n.name)),
-            {{"name", n.name}});
+      m.add(config_metrics::kReplicationLag,
+            static_cast<double>(controller_.replication_lag(n.name)), {{"name", n.name}});
     }
   }
   // Refills in progress (replicas), and how far along.
-  for (const json::value& r : refills_.json(monotonic_ns())) {
+  for (const json::value& r : controller_.refills().json(monotonic_ns())) {
     const json::object& o = r.as_object();
     const MetricsText::Labels who{{"name", json::value_to<std::string>(o.at("server"))}};
     m.add(config_metrics::kRefillProgress, o.at("progress").to_number<double>(), who);
@@ -63,18 +66,20 @@ std::string ConfigService::metrics_text() const {
     m.add(config_metrics::kNodes, lagging[role], {{"role", name}, {"state", "lagging"}});
   }
   m.add(config_metrics::kRejectedAcksTotal,
-        static_cast<double>(registry_.rejected(cluster::VersionSource::kAck)));
+        static_cast<double>(controller_.registry().rejected(cluster::VersionSource::kAck)));
   for (const auto from : {cluster::VersionSource::kRegister, cluster::VersionSource::kHeartbeat}) {
-    m.add(config_metrics::kRejectedVersionsTotal, static_cast<double>(registry_.rejected(from)),
+    m.add(config_metrics::kRejectedVersionsTotal,
+          static_cast<double>(controller_.registry().rejected(from)),
           {{"message", cluster::version_source_name(from)}});
   }
-  m.add(config_metrics::kRegistrationsRefusedTotal, static_cast<double>(refused_name_held_));
-  if (const std::optional<double> ms = registry_.convergence_ms()) {
+  m.add(config_metrics::kRegistrationsRefusedTotal,
+        static_cast<double>(controller_.refused_name_held()));
+  if (const std::optional<double> ms = controller_.registry().convergence_ms()) {
     m.add(config_metrics::kConvergenceSeconds, *ms / 1000.0);
   }
-  m.add(config_metrics::kConverged, converged() ? 1 : 0);
-  m.add(config_metrics::kPendingPurge, pending_.empty() ? 0 : 1);
-  m.add(config_metrics::kPendingPurges, static_cast<double>(pending_.size()));
+  m.add(config_metrics::kConverged, controller_.converged() ? 1 : 0);
+  m.add(config_metrics::kPendingPurge, controller_.pending().empty() ? 0 : 1);
+  m.add(config_metrics::kPendingPurges, static_cast<double>(controller_.pending().size()));
   // Each hash server's latest stream report, one metric after the other.
   struct StreamMetric {
     const MetricDef& metric;
@@ -98,7 +103,7 @@ std::string ConfigService::metrics_text() const {
        }},
   };
   for (const StreamMetric& metric : kStreamMetrics) {
-    for (const auto& [key, n] : registry_.nodes()) {
+    for (const auto& [key, n] : controller_.registry().nodes()) {
       if (n.is_hash() && n.stream) {
         m.add(metric.metric, metric.value(*n.stream), {{"name", n.name}});
       }

@@ -421,9 +421,11 @@ TEST_CASE("hostile node port: a table change too big to push is refused before i
   c.start_config();
   REQUIRE(c.version() == 1);
 
-  // imctl prints the admin API's reason on stderr and fails.
+  // imctl prints the admin API's reason on stderr and fails. Framing two tables of this size
+  // takes a sanitizer build seconds on a loaded machine: more than imctl's default 5 s.
   const std::string err_log = dir + ".imctl.err";
-  ChildProcess split(IMHASH_IMCTL, {"--admin", c.admin_address(), "split", "1000"},
+  ChildProcess split(IMHASH_IMCTL,
+                     {"--admin", c.admin_address(), "--timeout-ms", "60000", "split", "1000"},
                      {.stderr_log = err_log});
   split.read_all();
   CHECK(split.stop(0) == 1);

@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory, removed afterwards.
-struct TempDir : test::TempDir {
-  explicit TempDir(const char* name) : test::TempDir("state", name) {}
+struct StateDir : test::TempDir {
+  explicit StateDir(const char* name) : test::TempDir("state", name) {}
 };
 
 std::string read_file(const std::string& path) {
@@ -39,7 +39,7 @@ void write_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 TEST_CASE("state_store: pending purges are written with the table and read back") {
-  TempDir dir("pending");
+  StateDir dir("pending");
   const std::vector<PendingPurge> first{{"hash1", 2, 1764615094000, true},
                                         {"hash2", 2, 1764615094000, false}};
   {
@@ -72,7 +72,7 @@ TEST_CASE("state_store: pending purges are written with the table and read back"
 }
 
 TEST_CASE("state_store: a failed commit changes neither the table nor the pending purges") {
-  TempDir dir("badcommit");
+  StateDir dir("badcommit");
   FileStateStore store(dir.path);
   const std::vector<PendingPurge> pending{{"hash1", 1, 5, false}};
   REQUIRE(store.commit(test::ring_of(1, {"hash1"}), "added", pending) == "");
@@ -83,7 +83,7 @@ TEST_CASE("state_store: a failed commit changes neither the table nor the pendin
 }
 
 TEST_CASE("state_store: a state file without pending purges (before issue 13) loads") {
-  TempDir dir("old");
+  StateDir dir("old");
   fs::create_directories(dir.path);
   write_file(dir.path + "/state.json",
              R"({"format":1,"history":[{"time":1700000000,"change":"server added hash1",)"
@@ -103,7 +103,7 @@ TEST_CASE("state_store: a state file without pending purges (before issue 13) lo
 }
 
 TEST_CASE("state_store: a malformed pending purge is refused at start-up") {
-  TempDir dir("malformed");
+  StateDir dir("malformed");
   fs::create_directories(dir.path);
   const std::string history =
       R"({"format":1,"history":[{"time":1700000000,"change":"added","table":{"version":1,)"
