@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Shows that each rule of the config server's core is tested: removes one rule at a time from
-config_server/ (a small edit of the source), rebuilds unit_tests in build/ and runs the test of
-that rule, which must fail; then puts the source back. Not part of the suite (it rebuilds); run by
+config_server/ (a small edit of the source: the parts, then the controller that orders them),
+rebuilds unit_tests in build/ and runs the test of that rule, which must fail; then puts the source
+back. Not part of the suite (it rebuilds); run by
 hand after changing a rule or its test: tests/mutations/config_core.py (from the repository root,
 with build/ configured). Prints one line a rule; exits 1 if any test still passed.
 """
@@ -45,6 +46,43 @@ muts = [
  ("a version above the latest pushed", "config_server/node_registry.cpp",
   "  if (version > latest) {", "  if (false) {",
   "node registry: a version above the latest pushed is rejected and counted"),
+ # The controller: the order of the rules after each event, and the rules only it holds.
+ ("the address check of a registration", "config_server/cluster_controller.cpp",
+  "if (is_unspecified_address(reg.address)) {", "if (false) {",
+  "cluster controller: a hash server registering an unspecified address is refused"),
+ ("the refusal of a name held by a live link", "config_server/cluster_controller.cpp",
+  "if (std::string why = name_held(key, link); !why.empty()) {", "if (std::string why = name_held(key, link); false) {",
+  "cluster controller: a name held by a live link is refused until that link is gone"),
+ ("no push to a node while the version is held", "config_server/cluster_controller.cpp",
+  "if (router_ && reg.version < latest && !holds_push(n)) push(n, now, out);", "if (router_ && reg.version < latest) push(n, now, out);",
+  "cluster controller: after a takeover changes wait and the inherited version is held"),
+ ("the held version released when a node registers with it", "config_server/cluster_controller.cpp",
+  "if (takeover_.on_node_runs(reg.version, latest)) {", "if (false) {",
+  "cluster controller: after a takeover changes wait and the inherited version is held"),
+ ("the held version released at the end of the settle window", "config_server/cluster_controller.cpp",
+  "if (takeover_.on_tick(now.steady_ns)) release_held_version", "if (false) release_held_version",
+  "cluster controller: after a takeover changes wait and the inherited version is held"),
+ ("changes wait for the settle window", "config_server/cluster_controller.cpp",
+  "if (const int64_t left = settling_ns(now); left > 0) {", "if (const int64_t left = settling_ns(now); left < 0) {",
+  "cluster controller: after a takeover changes wait and the inherited version is held"),
+ ("the push-size check", "config_server/cluster_controller.cpp",
+  "size > control::kMaxMessageSize", "size > 4 * control::kMaxMessageSize",
+  "cluster controller: a change whose push exceeds the message limit is refused"),
+ ("a failed store write changes nothing", "config_server/cluster_controller.cpp",
+  "if (!error.empty()) {", "if (false) {",
+  "cluster controller: a failed store write answers 503 and changes nothing"),
+ ("failover of a DOWN server", "config_server/cluster_controller.cpp",
+  "n && settings_.failover_auto", "n && false",
+  "cluster controller: with automatic failover a DOWN hash server is removed"),
+ ("a server removed while DOWN purges everything", "config_server/cluster_controller_moves.cpp",
+  "if (removed && !(pending && pending->streams)) {", "if (false) {",
+  "cluster controller: a server removed while DOWN purges everything before it is back"),
+ ("the automatic purge waits for its conditions", "config_server/cluster_controller_moves.cpp",
+  "if (!purge_waits(*it, now).waits.empty()) {", "if (false) {",
+  "cluster controller: the automatic purge waits for grace and acks and the stream"),
+ ("a drain's purge recorded", "config_server/cluster_controller_moves.cpp",
+  "if (auto d = drains_.find(it->server); d != drains_.end()) d->second.purged = true;", "",
+  "cluster controller: a drain shows its version and then that its purge was sent"),
 ]
 survived = 0
 for name, path, old, new, test in muts:
