@@ -73,6 +73,7 @@ void ClusterController::load(StoredState state, Now now, bool takeover) {
   // answer and ask with different tables), and a pending purge must not go out because the nodes
   // it waits for are merely unknown here. A first table (version 0) has nobody to wait for.
   if (takeover) takeover_.on_lead(version(), now.steady_ns, down_after_ns());
+  serving_ = true;
 }
 
 Actions ClusterController::step_down() {
@@ -89,6 +90,7 @@ Actions ClusterController::step_down() {
   drains_.clear();
   refills_ = Refills{};
   pending_.clear();  // the leader's now: a standby shows none (nor alerts on them)
+  serving_ = false;
   return std::move(out.actions);
 }
 
@@ -322,6 +324,7 @@ Actions ClusterController::tick(Now now) {
   const int64_t since_last = now.steady_ns - last_tick_ns_;
   const bool stalled = last_tick_ns_ != 0 && since_last > interval + interval / 2;
   last_tick_ns_ = now.steady_ns;
+  if (!serving_) return {};
   if (takeover_.on_tick(now.steady_ns)) release_held_version("the settle window ended", now, out);
   if (stalled) {
     out.log(LogLevel::kWarn,

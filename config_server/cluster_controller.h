@@ -96,7 +96,7 @@ class ClusterController {
   // Forgets every node, drain and refill.
   void load(StoredState state, Now now, bool takeover);
   // Standing by: every node link is closed and every node, drain, refill and pending purge
-  // forgotten (the leader's now).
+  // forgotten (the leader's now); ticks do nothing until load() again.
   Actions step_down();
 
   // Node links. `peer` is the link's remote address, for the log records.
@@ -254,6 +254,7 @@ class ClusterController {
   // Heartbeats are counted as missed only while this config server was reading them: after a
   // turn of its loop that stalled (a slow store write), each node's window starts again.
   int64_t last_tick_ns_ = 0;
+  bool serving_ = true;  // false from step_down() to load()
   int64_t listening_since_ns_ = 0;
   std::vector<uint64_t> heartbeat_lag_counts_;
   double heartbeat_lag_sum_s_ = 0;

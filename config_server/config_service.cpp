@@ -64,8 +64,11 @@ void ConfigService::set_control_plane(std::string name, ControlPlaneHooks hooks,
   name_ = std::move(name);
   hooks_ = std::move(hooks);
   leading_ = leading;
-  if (!leading_) standby_why_ = "not elected yet";
   controller_.set_name(name_);
+  if (!leading_) {
+    standby_why_ = "not elected yet";
+    perform(controller_.step_down());  // nothing is open yet: it only forgets the store's state
+  }
 }
 
 std::string ConfigService::lead() {
@@ -131,9 +134,8 @@ void ConfigService::start() {
   timer_.expires_after(settings_.heartbeat / 2);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    // A standby ticks too: the controller's tick counts the loop's stalls.
-    cluster::Actions actions = controller_.tick(now());
-    if (leading_) perform(std::move(actions));
+    // A standby ticks too: the controller counts the loop's stalls, and does nothing else.
+    perform(controller_.tick(now()));
     start();
   });
 }

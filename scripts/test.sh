@@ -8,7 +8,7 @@
 #               build-asan/ (without unity batches: the tree where a missing #include still fails)
 #   --fuzz      the libFuzzer targets built with clang, each run for IMHASH_FUZZ_SECONDS, in build-fuzz/
 # IMHASH_TEST_JOBS: tests run at once (default: twice the cores; the cores with --sanitize or
-# --fuzz). IMHASH_BUILD_ONLY=1: build the tree and stop.
+# --fuzz).
 set -euo pipefail
 # --help: the comment above.
 [[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
@@ -45,10 +45,6 @@ esac
 started=$SECONDS
 cmake --build "$dir" -j2
 built=$SECONDS
-if [[ -n "${IMHASH_BUILD_ONLY:-}" ]]; then
-  echo "test.sh: $dir built in $((built - started)) s (IMHASH_BUILD_ONLY: no tests run)"
-  exit 0
-fi
 cd "$dir"
 # How many tests at once: the optimised suite mostly waits for its servers (1.2 of 2 cores busy
 # with two at a time), so twice the cores; the sanitizer suite keeps every core busy with one test

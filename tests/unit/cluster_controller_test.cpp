@@ -552,4 +552,26 @@ TEST_CASE("cluster controller: with automatic failover a DOWN hash server is rem
   CHECK(actions_on<cluster::SendTable>(done.actions, k.of("hash1")).size() == 1);
 }
 
+TEST_CASE("cluster controller: a standby forgets the nodes and its ticks do nothing") {
+  Cluster k;
+  k.start({"hash1", "hash2"});
+  REQUIRE(k.commit(k.c.assign(0, 999, "hash2", k.now)).answer.status == 200);
+  REQUIRE(!k.c.pending().empty());
+  const Actions down = k.c.step_down();
+  // Every node link is closed, and nothing of the cluster is kept: the leader's now.
+  CHECK(actions_of<cluster::CloseLink>(down).size() == 2);
+  CHECK(k.c.registry().nodes().empty());
+  CHECK(k.c.pending().empty());
+  // Long after the grace period and every DOWN window: nothing is purged, marked or logged.
+  k.now.steady_ns += 100 * kSecondNs;
+  k.now.unix_us += 100'000'000;
+  CHECK(k.c.tick(k.now).empty());
+  // Elected again, it serves from the store's state.
+  StoredState state;
+  state.current = two_servers(3, 1000);
+  k.c.load(state, k.now, true);
+  CHECK(k.c.version() == 3);
+  CHECK(k.c.settling_ns(k.now) > 0);
+}
+
 }  // namespace imhash::cluster_controller_test
