@@ -122,7 +122,9 @@ void ClusterController::close(LinkId link, Out& out) {
 Actions ClusterController::on_message(LinkId link, std::string_view peer, const control::Message& m,
                                       Now now) {
   Out out;
-  Link& l = links_.try_emplace(link, Link{std::string(peer), {}, true}).first->second;
+  auto it = links_.find(link);  // every message asks: no string is built unless it is new
+  if (it == links_.end()) it = links_.emplace(link, Link{std::string(peer), {}, true}).first;
+  Link& l = it->second;
   if (const auto* reg = std::get_if<control::Register>(&m)) {
     on_register(link, l, *reg, now, out);
     return std::move(out.actions);

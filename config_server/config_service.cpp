@@ -167,7 +167,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
         control::Refused{standby_reason(), leader && leader->name != name_ ? leader->node : ""});
     return;
   }
-  links_.try_emplace(session.id(), session.weak_from_this());
+  if (!links_.contains(session.id())) links_.emplace(session.id(), session.weak_from_this());
   perform(controller_.on_message(session.id(), session.peer(), m, now()));
 }
 

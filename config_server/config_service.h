@@ -26,10 +26,10 @@
 #include <boost/asio.hpp>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/control_protocol.h"
@@ -146,7 +146,7 @@ class ConfigService final : public AdminBackend {
   cluster::ClusterController controller_;
   // The node links that have spoken, by the id the listener gave them: the controller knows
   // links only by id.
-  std::map<cluster::LinkId, std::weak_ptr<NodeSession>> links_;
+  std::unordered_map<cluster::LinkId, std::weak_ptr<NodeSession>> links_;
   uint64_t auth_refused_ = 0;  // node links that did not prove the cluster key
 
   // The control plane (several config servers, one store).
