@@ -57,7 +57,7 @@ ClusterController::ClusterController(ControllerSettings settings, uint64_t first
 
 void ClusterController::load(StoredState state, Now now, bool takeover) {
   registry_.clear();
-  links_.clear();
+  closing_.clear();
   drains_.clear();
   refills_ = Refills{};
   takeover_.clear();
@@ -85,7 +85,7 @@ Actions ClusterController::step_down() {
     }
   }
   registry_.clear();
-  links_.clear();
+  closing_.clear();
   takeover_.clear();
   drains_.clear();
   refills_ = Refills{};
@@ -98,40 +98,29 @@ Actions ClusterController::step_down() {
 // Node links
 
 LinkId ClusterController::open_link(const Node& n) const {
-  if (n.link == 0) return 0;
-  const auto it = links_.find(n.link);
-  return it != links_.end() && it->second.open ? n.link : 0;
-}
-
-const std::string& ClusterController::peer_of(LinkId link) const {
-  static const std::string unknown = "?";
-  const auto it = links_.find(link);
-  return it == links_.end() ? unknown : it->second.peer;
+  return n.link != 0 && !closing_.contains(n.link) ? n.link : 0;
 }
 
 void ClusterController::refuse(LinkId link, std::string why, std::string leader_node, Out& out) {
   out.actions.push_back(RefuseLink{link, control::Refused{std::move(why), std::move(leader_node)}});
-  if (auto it = links_.find(link); it != links_.end()) it->second.open = false;
+  closing_.insert(link);
 }
 
 void ClusterController::close(LinkId link, Out& out) {
   out.actions.push_back(CloseLink{link});
-  if (auto it = links_.find(link); it != links_.end()) it->second.open = false;
+  closing_.insert(link);
 }
 
 Actions ClusterController::on_message(LinkId link, std::string_view peer, const control::Message& m,
                                       Now now) {
   Out out;
-  auto it = links_.find(link);  // every message asks: no string is built unless it is new
-  if (it == links_.end()) it = links_.emplace(link, Link{std::string(peer), {}, true}).first;
-  Link& l = it->second;
   if (const auto* reg = std::get_if<control::Register>(&m)) {
-    on_register(link, l, *reg, now, out);
+    on_register(link, peer, *reg, now, out);
     return std::move(out.actions);
   }
   Node* found = registry_.on_link(link);
   if (!found) {
-    out.log(LogLevel::kWarn, fmt::format("node link {}: message before register; closing", l.peer));
+    out.log(LogLevel::kWarn, fmt::format("node link {}: message before register; closing", peer));
     close(link, out);
     return std::move(out.actions);
   }
@@ -139,7 +128,7 @@ Actions ClusterController::on_message(LinkId link, std::string_view peer, const 
   if (registry_.on_heard(n, now.steady_ns)) {
     // Back from DOWN on its old link (frozen, or cut off for a while): treated as a node that
     // registered again.
-    out.log(LogLevel::kInfo, fmt::format("{} is up again", l.key));
+    out.log(LogLevel::kInfo, fmt::format("{} is up again", n.key().text()));
     on_rejoin(n, out);
   }
   if (const auto* hb = std::get_if<control::Heartbeat>(&m)) {
@@ -159,21 +148,21 @@ Actions ClusterController::on_message(LinkId link, std::string_view peer, const 
   return std::move(out.actions);
 }
 
-void ClusterController::on_register(LinkId link, Link& l, const control::Register& reg, Now now,
-                                    Out& out) {
+void ClusterController::on_register(LinkId link, std::string_view peer,
+                                    const control::Register& reg, Now now, Out& out) {
   const NodeKey key{reg.role, reg.name};
   const std::string key_text = key.text();
   if (std::string why = registration_problem(reg); !why.empty()) {
     // Refused before it touches the registry: a node of that name already registered keeps its
     // entry. The node logs the reason and tries again after its back-off.
     out.log(LogLevel::kError,
-            fmt::format("{} from {}: registration refused: {}", key_text, l.peer, why));
+            fmt::format("{} from {}: registration refused: {}", key_text, peer, why));
     refuse(link, std::move(why), "", out);
     return;
   }
-  if (!l.key.empty() && l.key != key_text) {
-    out.log(LogLevel::kWarn, fmt::format("node link {}: registered as {}, now as {}; closing",
-                                         l.peer, l.key, key_text));
+  if (const Node* on_link = registry_.on_link(link); on_link && on_link->key() != key) {
+    out.log(LogLevel::kWarn, fmt::format("node link {}: registered as {}, now as {}; closing", peer,
+                                         on_link->key().text(), key_text));
     close(link, out);
     return;
   }
@@ -182,25 +171,25 @@ void ClusterController::on_register(LinkId link, Link& l, const control::Registe
     // name over once the holder's link has closed or it is DOWN.
     ++refused_name_held_;
     out.log(LogLevel::kWarn,
-            fmt::format("{} from {}: registration refused: {}", key_text, l.peer, why));
+            fmt::format("{} from {}: registration refused: {}", key_text, peer, why));
     refuse(link, std::move(why), "", out);
     return;
   }
   const uint64_t latest = version();
   const Node* before = registry_.find(key);
   const LinkId older = before && before->link != link ? open_link(*before) : 0;
+  const std::string older_peer = older ? before->peer : std::string();
   const NodeRegistry::Registration r = registry_.on_register(reg, link, now.steady_ns, latest);
   Node& n = r.node;
+  n.peer = peer;
   if (older) {
     out.log(LogLevel::kWarn,
             fmt::format("{} registered again from {}: dropping its older link ({}, {})", key_text,
-                        l.peer, peer_of(older), r.was_up ? "closed" : "DOWN"));
+                        peer, older_peer, r.was_up ? "closed" : "DOWN"));
     out.actions.push_back(LabelLink{older, ""});
-    links_[older].key.clear();
     close(older, out);
   }
   note_version(n, VersionSource::kRegister, reg.version, r.version, latest, now, out);
-  l.key = key_text;
   out.actions.push_back(LabelLink{link, key_text});
   out.log(LogLevel::kInfo, fmt::format("{} {} at {} (pid {}, version {}){}",
                                        r.was_up ? "re-registered" : "registered", key_text,
@@ -274,14 +263,12 @@ void ClusterController::on_stream_report(Node& n, const control::StreamReport& r
 }
 
 Actions ClusterController::on_link_closed(LinkId link) {
+  closing_.erase(link);
+  const Node* n = registry_.on_link(link);
+  if (!n) return {};
   Out out;
-  const auto it = links_.find(link);
-  if (it == links_.end()) return {};
-  const std::string key = std::move(it->second.key);
-  links_.erase(it);
-  if (!registry_.on_link(link)) return {};
+  out.log(LogLevel::kInfo, fmt::format("{} disconnected", n->key().text()));
   registry_.on_link_closed(link);
-  out.log(LogLevel::kInfo, fmt::format("{} disconnected", key));
   return std::move(out.actions);
 }
 
@@ -289,7 +276,7 @@ std::string ClusterController::name_held(const NodeKey& key, LinkId asking) cons
   const Node* held = registry_.find(key);
   if (!held || !registry_.name_held(key, asking, open_link(*held) != 0)) return {};
   return "the name " + held->name + " is held by a live " + control::to_string(held->role) +
-         " server connected from " + peer_of(held->link) +
+         " server connected from " + held->peer +
          "; a second connection cannot take it over (stop that server, or give this one another "
          "--name)";
 }
@@ -308,11 +295,11 @@ void ClusterController::note_version(Node& n, VersionSource from, uint64_t versi
     out.log(LogLevel::kInfo, fmt::format("{} caught up: version {}", n.key().text(), n.version));
   }
   if (taken != VersionTaken::kRejected || !NodeRegistry::log_rejection(n, now.steady_ns)) return;
-  out.log(LogLevel::kWarn,
-          fmt::format("{} ({}): {} of version {} rejected: the latest version pushed is {}; it "
-                      "stays at version {}",
-                      n.key().text(), peer_of(n.link), version_source_name(from), version, latest,
-                      n.version));
+  out.log(
+      LogLevel::kWarn,
+      fmt::format("{} ({}): {} of version {} rejected: the latest version pushed is {}; it "
+                  "stays at version {}",
+                  n.key().text(), n.peer, version_source_name(from), version, latest, n.version));
 }
 
 // ---------------------------------------------------------------------------------------------

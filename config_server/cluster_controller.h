@@ -30,7 +30,7 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -175,22 +175,14 @@ class ClusterController {
       actions.push_back(SendMessage{link, std::move(m)});
     }
   };
-  // A node link this controller has heard on: its remote address and the node it registered as;
-  // `open` until it closed or was told to close.
-  struct Link {
-    std::string peer;
-    std::string key;
-    bool open = true;
-  };
-
-  void on_register(LinkId link, Link& l, const control::Register& reg, Now now, Out& out);
+  void on_register(LinkId link, std::string_view peer, const control::Register& reg, Now now,
+                   Out& out);
   void on_heartbeat(Node& n, const control::Heartbeat& hb, Now now, Out& out);
   void on_stream_report(Node& n, const control::StreamReport& report, Now now, Out& out);
   void refuse(LinkId link, std::string why, std::string leader_node, Out& out);
   void close(LinkId link, Out& out);
-  // The link `n` registered on, if it is open (0: none).
+  // The link `n` registered on, if it is open and not told to close (0: none).
   LinkId open_link(const Node& n) const;
-  const std::string& peer_of(LinkId link) const;
   // The registration is refused because `key` is held by a live link ("" if it may go ahead).
   std::string name_held(const NodeKey& key, LinkId asking) const;
   // A register, heartbeat or ack names `version`: recorded unless it is above the latest version
@@ -241,7 +233,9 @@ class ClusterController {
   ControllerSettings settings_;
   NodeRegistry registry_;
   TakeoverHold takeover_;
-  std::unordered_map<LinkId, Link> links_;
+  // Links told to close (refused, or replaced) whose close has not been reported yet: nothing
+  // more is sent on them, and the name of a node on one is not held by it.
+  std::unordered_set<LinkId> closing_;
   std::shared_ptr<const Router> router_;
   std::optional<Table> previous_;  // the version before the router's, pushed with it
   std::shared_ptr<const std::vector<uint8_t>> push_bytes_;  // encoded_push(), of router_'s version

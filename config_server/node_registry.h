@@ -66,7 +66,8 @@ struct NodeRecord {
   // Its latest stream report since it registered (a hash server sends one after registering).
   std::optional<control::StreamReport> stream;
   int64_t stream_heard_ns = 0;
-  LinkId link = 0;  // the link it registered on, while that is open
+  LinkId link = 0;   // the link it registered on, while that is open
+  std::string peer;  // that link's remote address, for the log records (set by the controller)
 
   NodeKey key() const { return {role, name}; }
   bool is_hash() const { return role == control::Role::kHash; }
