@@ -9,7 +9,6 @@
 
 #include "common/endpoint.h"
 #include "common/printable.h"
-#include "common/table_json.h"
 
 namespace json = boost::json;
 
@@ -454,12 +453,12 @@ Outcome ClusterController::on_committed(ChangePlan plan, const std::string& erro
     return {AdminResult::error(503, "cannot persist the new table: " + error),
             std::move(out.actions)};
   }
-  const Table* before = router_ ? &router_->table() : nullptr;
-  std::optional<Table> previous = before ? std::optional<Table>(*before) : std::nullopt;
+  // The table before it goes with every push of it from now on, and says who streams (one copy:
+  // a range table may be megabytes).
+  previous_ = router_ ? std::optional<Table>(router_->table()) : std::nullopt;
   pending_ = std::move(plan.pending);
   router_ = Router::compile(plan.table);
   for (const ServerInfo& s : plan.table.servers) ever_members_.insert(s.name);
-  previous_ = previous;
   push_bytes_ = std::move(plan.push);
   const Table& t = router_->table();
   out.log(LogLevel::kInfo, fmt::format("version {}: {}", t.version, plan.change));
@@ -468,10 +467,10 @@ Outcome ClusterController::on_committed(ChangePlan plan, const std::string& erro
   // Ids moved: every hash server of the table before, and every one not in the new table (it may
   // hold records), streams what it holds that others now own. Not one that is DOWN (a server
   // removed while DOWN purges everything when it comes back) or purging everything.
-  if (previous) {
+  if (previous_) {
     for (auto& [key, n] : registry_.nodes()) {
       if (!n.is_hash() || !n.up || !n.link || n.rejoin_purge_id || !n.streams_known()) continue;
-      if (previous->server_index(n.name) >= 0 || t.server_index(n.name) < 0) {
+      if (previous_->server_index(n.name) >= 0 || t.server_index(n.name) < 0) {
         send_stream(n, StreamAction::kStart, t.version, out);
       }
     }
@@ -486,14 +485,9 @@ Outcome ClusterController::on_committed(ChangePlan plan, const std::string& erro
                                            plan.drained));
     }
   }
-  return {AdminResult::ok(change_result(plan.change)), std::move(out.actions)};
-}
-
-json::object ClusterController::change_result(const std::string& change) const {
-  boost::system::error_code ec;
-  return json::object{{"version", version()},
-                      {"change", change},
-                      {"table", json::parse(table_to_json(router_->table()), ec)}};
+  // The table itself is the adapter's to show (ConfigService::table_value), as every admin view.
+  return {AdminResult::ok(json::object{{"version", t.version}, {"change", plan.change}}),
+          std::move(out.actions)};
 }
 
 uint64_t ClusterController::replication_lag(const std::string& server) const {

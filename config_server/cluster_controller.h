@@ -199,7 +199,6 @@ class ClusterController {
   // The version held back since the takeover goes to every node that is behind, now (`why`).
   void release_held_version(const char* why, Now now, Out& out);
   void check_convergence(Now now, Out& out);
-  boost::json::object change_result(const std::string& change) const;
 
   // Moves (cluster_controller_moves.cpp).
   // A hash server that registered or came back from DOWN: purge everything if it was removed

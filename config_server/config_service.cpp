@@ -231,6 +231,8 @@ AdminResult ConfigService::commit(cluster::ChangePlan plan) {
       store_write([&] { return store_.commit(plan.table, plan.change, plan.pending); });
   cluster::Outcome o = controller_.on_committed(std::move(plan), err, now());
   perform(std::move(o.actions));
+  if (o.answer.status == 200)
+    o.answer.body.as_object()["table"] = table_value(controller_.router()->table());
   return std::move(o.answer);
 }
 
