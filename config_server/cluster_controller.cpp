@@ -49,8 +49,10 @@ std::shared_ptr<const std::vector<uint8_t>> encode_push(const Table& table, cons
 
 }  // namespace
 
-ClusterController::ClusterController(ControllerSettings settings, uint64_t first_purge_id)
+ClusterController::ClusterController(ControllerSettings settings, uint64_t first_purge_id,
+                                     PeerOf peer_of)
     : settings_(std::move(settings)),
+      peer_of_(std::move(peer_of)),
       registry_(settings_.heartbeat_ns * settings_.missed_heartbeats_down),
       next_purge_id_(first_purge_id) {}
 
@@ -110,16 +112,16 @@ void ClusterController::close(LinkId link, Out& out) {
   closing_.insert(link);
 }
 
-Actions ClusterController::on_message(LinkId link, std::string_view peer, const control::Message& m,
-                                      Now now) {
+Actions ClusterController::on_message(LinkId link, const control::Message& m, Now now) {
   Out out;
   if (const auto* reg = std::get_if<control::Register>(&m)) {
-    on_register(link, peer, *reg, now, out);
+    on_register(link, *reg, now, out);
     return std::move(out.actions);
   }
   Node* found = registry_.on_link(link);
   if (!found) {
-    out.log(LogLevel::kWarn, fmt::format("node link {}: message before register; closing", peer));
+    out.log(LogLevel::kWarn,
+            fmt::format("node link {}: message before register; closing", peer_of_(link)));
     close(link, out);
     return std::move(out.actions);
   }
@@ -147,21 +149,20 @@ Actions ClusterController::on_message(LinkId link, std::string_view peer, const 
   return std::move(out.actions);
 }
 
-void ClusterController::on_register(LinkId link, std::string_view peer,
-                                    const control::Register& reg, Now now, Out& out) {
+void ClusterController::on_register(LinkId link, const control::Register& reg, Now now, Out& out) {
   const NodeKey key{reg.role, reg.name};
   const std::string key_text = key.text();
   if (std::string why = registration_problem(reg); !why.empty()) {
     // Refused before it touches the registry: a node of that name already registered keeps its
     // entry. The node logs the reason and tries again after its back-off.
     out.log(LogLevel::kError,
-            fmt::format("{} from {}: registration refused: {}", key_text, peer, why));
+            fmt::format("{} from {}: registration refused: {}", key_text, peer_of_(link), why));
     refuse(link, std::move(why), "", out);
     return;
   }
   if (const Node* on_link = registry_.on_link(link); on_link && on_link->key() != key) {
-    out.log(LogLevel::kWarn, fmt::format("node link {}: registered as {}, now as {}; closing", peer,
-                                         on_link->key().text(), key_text));
+    out.log(LogLevel::kWarn, fmt::format("node link {}: registered as {}, now as {}; closing",
+                                         peer_of_(link), on_link->key().text(), key_text));
     close(link, out);
     return;
   }
@@ -170,21 +171,19 @@ void ClusterController::on_register(LinkId link, std::string_view peer,
     // name over once the holder's link has closed or it is DOWN.
     ++refused_name_held_;
     out.log(LogLevel::kWarn,
-            fmt::format("{} from {}: registration refused: {}", key_text, peer, why));
+            fmt::format("{} from {}: registration refused: {}", key_text, peer_of_(link), why));
     refuse(link, std::move(why), "", out);
     return;
   }
   const uint64_t latest = version();
   const Node* before = registry_.find(key);
   const LinkId older = before && before->link != link ? open_link(*before) : 0;
-  const std::string older_peer = older ? before->peer : std::string();
   const NodeRegistry::Registration r = registry_.on_register(reg, link, now.steady_ns, latest);
   Node& n = r.node;
-  n.peer = peer;
   if (older) {
     out.log(LogLevel::kWarn,
             fmt::format("{} registered again from {}: dropping its older link ({}, {})", key_text,
-                        peer, older_peer, r.was_up ? "closed" : "DOWN"));
+                        peer_of_(link), peer_of_(older), r.was_up ? "closed" : "DOWN"));
     out.actions.push_back(LabelLink{older, ""});
     close(older, out);
   }
@@ -275,7 +274,7 @@ std::string ClusterController::name_held(const NodeKey& key, LinkId asking) cons
   const Node* held = registry_.find(key);
   if (!held || !registry_.name_held(key, asking, open_link(*held) != 0)) return {};
   return "the name " + held->name + " is held by a live " + control::to_string(held->role) +
-         " server connected from " + held->peer +
+         " server connected from " + peer_of_(held->link) +
          "; a second connection cannot take it over (stop that server, or give this one another "
          "--name)";
 }
@@ -294,11 +293,11 @@ void ClusterController::note_version(Node& n, VersionSource from, uint64_t versi
     out.log(LogLevel::kInfo, fmt::format("{} caught up: version {}", n.key().text(), n.version));
   }
   if (taken != VersionTaken::kRejected || !NodeRegistry::log_rejection(n, now.steady_ns)) return;
-  out.log(
-      LogLevel::kWarn,
-      fmt::format("{} ({}): {} of version {} rejected: the latest version pushed is {}; it "
-                  "stays at version {}",
-                  n.key().text(), n.peer, version_source_name(from), version, latest, n.version));
+  out.log(LogLevel::kWarn,
+          fmt::format("{} ({}): {} of version {} rejected: the latest version pushed is {}; it "
+                      "stays at version {}",
+                      n.key().text(), peer_of_(n.link), version_source_name(from), version, latest,
+                      n.version));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -85,9 +86,14 @@ struct Drain {
 
 class ClusterController {
  public:
+  // The remote address of an open node link ("" if it is not open), for the log records and
+  // refusals that name one. The adapter owns the links and answers from them, so the controller
+  // keeps no copy per node; called only where a record names a link, never per message.
+  using PeerOf = std::function<std::string(LinkId)>;
+
   // `first_purge_id`: purge ids count up from it (the adapter seeds it from the wall clock, so
   // that ids are not reused after a restart).
-  ClusterController(ControllerSettings settings, uint64_t first_purge_id);
+  ClusterController(ControllerSettings settings, uint64_t first_purge_id, PeerOf peer_of);
 
   // This config server's name, for the log records (once known).
   void set_name(std::string name) { settings_.name = std::move(name); }
@@ -99,8 +105,8 @@ class ClusterController {
   // forgotten (the leader's now); ticks do nothing until load() again.
   Actions step_down();
 
-  // Node links. `peer` is the link's remote address, for the log records.
-  Actions on_message(LinkId link, std::string_view peer, const control::Message& m, Now now);
+  // Node links.
+  Actions on_message(LinkId link, const control::Message& m, Now now);
   Actions on_link_closed(LinkId link);
   // Every half heartbeat interval: DOWN, LAGGING, the end of the settle window, refills that have
   // caught up, convergence, automatic purges.
@@ -175,8 +181,7 @@ class ClusterController {
       actions.push_back(SendMessage{link, std::move(m)});
     }
   };
-  void on_register(LinkId link, std::string_view peer, const control::Register& reg, Now now,
-                   Out& out);
+  void on_register(LinkId link, const control::Register& reg, Now now, Out& out);
   void on_heartbeat(Node& n, const control::Heartbeat& hb, Now now, Out& out);
   void on_stream_report(Node& n, const control::StreamReport& report, Now now, Out& out);
   void refuse(LinkId link, std::string why, std::string leader_node, Out& out);
@@ -230,6 +235,7 @@ class ClusterController {
   Node* hash_node(const std::string& name) { return registry_.find({control::Role::kHash, name}); }
 
   ControllerSettings settings_;
+  PeerOf peer_of_;
   NodeRegistry registry_;
   TakeoverHold takeover_;
   // Links told to close (refused, or replaced) whose close has not been reported yet: nothing

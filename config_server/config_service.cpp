@@ -39,7 +39,10 @@ ConfigService::ConfigService(asio::io_context& ctx, StateStore& store,
       settings_(std::move(settings)),
       timer_(ctx),
       // Purge ids from the wall clock at start-up: they are not reused after a restart.
-      controller_(controller_settings(settings_), unix_millis()) {
+      controller_(controller_settings(settings_), unix_millis(), [this](cluster::LinkId link) {
+        const auto session = session_of(link);
+        return session ? session->peer() : std::string();
+      }) {
   thread_.bind();
   controller_.load(stored_state(), now(), false);
 }
@@ -168,7 +171,7 @@ void ConfigService::on_message(NodeSession& session, const control::Message& m) 
     return;
   }
   if (!links_.contains(session.id())) links_.emplace(session.id(), session.weak_from_this());
-  perform(controller_.on_message(session.id(), session.peer(), m, now()));
+  perform(controller_.on_message(session.id(), m, now()));
 }
 
 void ConfigService::on_disconnect(NodeSession& session) {

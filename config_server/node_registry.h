@@ -66,8 +66,7 @@ struct NodeRecord {
   // Its latest stream report since it registered (a hash server sends one after registering).
   std::optional<control::StreamReport> stream;
   int64_t stream_heard_ns = 0;
-  LinkId link = 0;   // the link it registered on, while that is open
-  std::string peer;  // that link's remote address, for the log records (set by the controller)
+  LinkId link = 0;  // the link it registered on, while that is open
 
   NodeKey key() const { return {role, name}; }
   bool is_hash() const { return role == control::Role::kHash; }

@@ -81,7 +81,9 @@ void append(Actions& to, Actions from) {
 // every other name a hash server. Time moves only through pass(), half a heartbeat at a time, as
 // the adapter's timer ticks (a longer gap between ticks would count as a stalled loop).
 struct Cluster {
-  explicit Cluster(ControllerSettings s = settings()) : c(std::move(s), 1000) {}
+  // Link n is dialled from 10.0.0.9, port 40000 + n.
+  explicit Cluster(ControllerSettings s = settings())
+      : c(std::move(s), 1000, [](LinkId l) { return "10.0.0.9:" + std::to_string(40000 + l); }) {}
 
   ClusterController c;
   Now now{100 * kSecondNs, 1'700'000'000'000'000};
@@ -103,10 +105,10 @@ struct Cluster {
   Actions join(const std::string& name, uint64_t version) {
     link[name] = ++last_link;
     runs[name] = version;
-    return c.on_message(last_link, "10.0.0.9:40000", registration(role(name), name, version), now);
+    return c.on_message(last_link, registration(role(name), name, version), now);
   }
   Actions send(const std::string& name, const control::Message& m) {
-    return c.on_message(of(name), "10.0.0.9:40000", m, now);
+    return c.on_message(of(name), m, now);
   }
   Actions heartbeat(const std::string& name) {
     control::Heartbeat hb;
@@ -198,7 +200,7 @@ TEST_CASE("cluster controller: a hash server registering an unspecified address 
   k.c.load(StoredState{two_servers(3, 1000), {}, {}, {"hash1", "hash2"}}, k.now, false);
   control::Register reg = registration(control::Role::kHash, "hash1", 1);
   reg.address = "0.0.0.0:7000";
-  const Actions a = k.c.on_message(7, "10.0.0.9:40000", reg, k.now);
+  const Actions a = k.c.on_message(7, reg, k.now);
   const auto refused = actions_on<cluster::RefuseLink>(a, 7);
   REQUIRE(refused.size() == 1);
   CHECK(refused[0].refused.reason.find("unspecified address") != std::string::npos);
@@ -215,7 +217,12 @@ TEST_CASE("cluster controller: a name held by a live link is refused until that 
   // A second process under the same name while the first is up on an open link: refused.
   const Actions second = k.join("hash1", 1);
   const LinkId second_link = k.of("hash1");
-  CHECK(actions_on<cluster::RefuseLink>(second, second_link).size() == 1);
+  REQUIRE(actions_on<cluster::RefuseLink>(second, second_link).size() == 1);
+  // The refusal and its log record name where the holder and the newcomer dial from.
+  const std::string held_from = "connected from 10.0.0.9:" + std::to_string(40000 + first);
+  CHECK(actions_on<cluster::RefuseLink>(second, second_link)[0].refused.reason.find(held_from) !=
+        std::string::npos);
+  CHECK(logged(second, "hash/hash1 from 10.0.0.9:" + std::to_string(40000 + second_link)));
   CHECK(sent_on<control::Welcome>(second, second_link).empty());
   CHECK(k.c.refused_name_held() == 1);
   CHECK(k.node("hash1").link == first);  // the holder keeps it
@@ -240,6 +247,7 @@ TEST_CASE("cluster controller: a name held by a live link is refused until that 
   const Actions takeover = k.join("hash1", 1);
   const LinkId fourth = k.of("hash1");
   CHECK(sent_on<control::Welcome>(takeover, fourth).size() == 1);
+  CHECK(logged(takeover, "dropping its older link (10.0.0.9:" + std::to_string(40000 + third)));
   CHECK(actions_on<cluster::LabelLink>(takeover, third).at(0).key.empty());
   CHECK(actions_on<cluster::CloseLink>(takeover, third).size() == 1);
   CHECK(k.node("hash1").link == fourth);
