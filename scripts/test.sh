@@ -6,9 +6,10 @@
 #               unit + integration + fuzz-corpus replay tests
 #   --sanitize  the same suite built with clang++, AddressSanitizer + UndefinedBehaviorSanitizer, in
 #               build-asan/ (without unity batches: the tree where a missing #include still fails)
-#   --fuzz      the libFuzzer targets built with clang, each run for IMHASH_FUZZ_SECONDS, in build-fuzz/
-# IMHASH_TEST_JOBS: tests run at once (default: twice the cores; the cores with --sanitize or
-# --fuzz).
+#   --fuzz      the libFuzzer targets built with clang, in build-fuzz/, all at once, each given
+#               IMHASH_FUZZ_SECONDS (default 20) of a core
+# IMHASH_TEST_JOBS: tests run at once (default: twice the cores; the cores with --sanitize; every
+# target with --fuzz).
 set -euo pipefail
 # --help: the comment above.
 [[ "${1:-}" == --help || "${1:-}" == -h ]] && { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | grep -v '^shellcheck'; exit 0; }
@@ -48,11 +49,13 @@ built=$SECONDS
 cd "$dir"
 # How many tests at once: the optimised suite mostly waits for its servers (1.2 of 2 cores busy
 # with two at a time), so twice the cores; the sanitizer suite keeps every core busy with one test
-# per core, and more only slow each test down (docs/development.md has the figures); each fuzz
-# target is given a core for its whole time.
+# per core, and more only slow each test down (docs/development.md has the figures); the fuzz
+# targets all run at once, each for as long as gives it IMHASH_FUZZ_SECONDS of a core
+# (tests/fuzz/CMakeLists.txt).
 cores=$(nproc)
 jobs=$((2 * cores))
-[[ "$dir" == build-asan || "$dir" == build-fuzz ]] && jobs=$cores
+[[ "$dir" == build-asan ]] && jobs=$cores
+[[ "$dir" == build-fuzz ]] && jobs=$(ls ../tests/fuzz/fuzz_*.cpp | wc -l)
 status=0
 ctest -j"${IMHASH_TEST_JOBS:-$jobs}" --output-on-failure "$@" || status=$?
 echo "test.sh: $dir built in $((built - started)) s, the suite ran in $((SECONDS - built)) s"
