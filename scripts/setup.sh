@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev
-  lld  # ld.lld, the linker CMake picks when present: a third of GNU ld's time on our test binaries
+  lld  # ld.lld, the sanitizer tree's linker: a third of GNU ld's time on its test binaries
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev
   libspdlog-dev doctest-dev libssl-dev
   openssl  # openssl(1): the TLS tests and the bench make their certificates with it
