@@ -128,6 +128,8 @@ struct ConfigLink::State {
   std::optional<link_auth::Proof> auth_proof_due;
   bool registered = false;  // this session's register has been written (reports may follow it)
   uint64_t refused_handshakes = 0;  // sessions whose config server did not prove the key
+  uint64_t failed_attempts = 0;     // connection attempts that ended without a welcome
+  uint64_t write_timeouts = 0;      // sessions dropped because a write stayed stuck
 
   // Output: at most one of each kind, so a config server that stops reading costs nothing more.
   bool register_due = false;
@@ -189,6 +191,7 @@ asio::awaitable<void> ConfigLink::State::run(std::shared_ptr<State> keep_alive) 
     welcomed = false;
     close_socket();
     if (stopped) break;
+    if (!was_up) ++failed_attempts;
     // A failed connect or a lost session: the next address (if there are several) after the
     // back-off. One line per change of state; a config server that stays down logs nothing more,
     // but one that misbehaves (malformed messages, a stuck write) is reported every time, and a
@@ -451,6 +454,8 @@ asio::awaitable<void> ConfigLink::State::read_loop(std::string& reason) {
     if (ec) {
       if (reason.empty()) {
         reason = ec == asio::error::eof ? "closed by the config server" : ec.message();
+        // The kernel gave up on unacknowledged data after TCP_USER_TIMEOUT (write_timeout).
+        if (ec == asio::error::timed_out) ++write_timeouts;
       }
       close_socket();
       co_return;
@@ -481,6 +486,7 @@ asio::awaitable<void> ConfigLink::State::heartbeat_loop(std::string& reason) {
         reason = "a write has been stuck for " +
                  std::to_string(ms_count(Clock::now() - write_started)) + " ms";
         failure_level = spdlog::level::warn;
+        ++write_timeouts;
       }
       close_socket();
       co_return;
@@ -554,7 +560,10 @@ asio::awaitable<void> ConfigLink::State::write_loop(std::string& reason) {
                        : co_await asio::async_write(socket, asio::buffer(out), kTuple);
     writing = false;
     if (ec) {
-      if (reason.empty()) reason = "write failed: " + ec.message();
+      if (reason.empty()) {
+        reason = "write failed: " + ec.message();
+        if (ec == asio::error::timed_out) ++write_timeouts;  // TCP_USER_TIMEOUT (write_timeout)
+      }
       close_socket();
       co_return;
     }
@@ -614,12 +623,13 @@ void ConfigLink::send_stream_report(control::StreamReport r) {
   s.wake_writer();
 }
 
-void ConfigLink::heartbeat_now() {
+bool ConfigLink::heartbeat_now() {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   State& s = *state_;
-  if (!s.welcomed || Clock::now() - s.last_heartbeat < kHeartbeatNowGap) return;
+  if (!s.welcomed || Clock::now() - s.last_heartbeat < kHeartbeatNowGap) return false;
   s.heartbeat_due = true;
   s.wake_writer();
+  return true;
 }
 
 bool ConfigLink::connected() const {
@@ -629,6 +639,18 @@ bool ConfigLink::connected() const {
 uint64_t ConfigLink::version() const { return state_->self.version; }
 uint64_t ConfigLink::config_version() const { return state_->config_version; }
 uint64_t ConfigLink::refused_handshakes() const { return state_->refused_handshakes; }
+uint64_t ConfigLink::failed_attempts() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  return state_->failed_attempts;
+}
+uint64_t ConfigLink::write_timeouts() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  return state_->write_timeouts;
+}
+size_t ConfigLink::queued_bytes() const {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  return state_->writing ? state_->out.size() : 0;
+}
 std::string ConfigLink::config_address() const {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   return state_->addresses.current_text();

@@ -25,6 +25,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/json/object.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -102,7 +103,8 @@ class ConfigLink {
   void send_stream_report(control::StreamReport r);
   // Sends a heartbeat now rather than at the next interval (at most one per 100 ms), e.g. after a
   // hash server answered MOVED: the config server pushes the latest table to a node that is behind.
-  void heartbeat_now();
+  // Returns whether it was taken: false while not connected or within 100 ms of the last one.
+  bool heartbeat_now();
 
   bool connected() const;           // registered and welcomed, connection up
   uint64_t version() const;         // the version registered / last acked
@@ -110,6 +112,17 @@ class ConfigLink {
   std::string config_address() const;  // the address it is on (or dials next)
   // Sessions given up because the config server did not prove the cluster key.
   uint64_t refused_handshakes() const;
+  // The next three: what a caller (a test) can wait on instead of sleeping a guessed time. On
+  // `ctx`'s thread, like every method here (checked in debug builds).
+  // Connection attempts that ended without a welcome: a connect that failed or timed out, a
+  // session refused or never welcomed. Counted before the back-off that follows each.
+  uint64_t failed_attempts() const;
+  // Sessions dropped because a write stayed stuck for write_timeout (noticed by the link, or by
+  // the kernel through TCP_USER_TIMEOUT, which is the same bound).
+  uint64_t write_timeouts() const;
+  // Bytes the link holds for sending: the batch being written, 0 while no write is in flight. A
+  // heartbeat that comes due meanwhile adds nothing: it is encoded once that write has ended.
+  size_t queued_bytes() const;
 
  private:
   struct State;

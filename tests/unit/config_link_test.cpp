@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/options.h"
 
 using namespace imhash;
@@ -294,8 +296,9 @@ TEST_CASE(
       co_await second.send(out);
     }
     co_await second.wait_for<control::Heartbeat>();  // one right after the welcome
-    co_await sleep(150ms);
-    link->heartbeat_now();  // the next one is 60 s away: this one must come now
+    // heartbeat_now() takes one per 100 ms: asked until it takes one. The next periodic heartbeat
+    // is 60 s away, past the harness's bound: the one that comes is the one asked for.
+    while (!link->heartbeat_now()) co_await sleep(5ms);
     co_await second.wait_for<control::Heartbeat>();
 
     link->stop();
@@ -331,7 +334,8 @@ TEST_CASE("config_link: keeps retrying while the config server is down, connects
   link->start();
 
   h.run([&]() -> asio::awaitable<void> {
-    co_await sleep(300ms);  // several refused attempts, with back-off
+    // Several refused attempts, each followed by its back-off: none connected.
+    while (link->failed_attempts() < 3) co_await sleep(5ms);
     expect(!link->connected() && states.empty(), "not connected while nothing listens");
     h.listen(port);
     Peer peer = co_await h.accept();
@@ -420,6 +424,13 @@ TEST_CASE(
   link.emplace(h.ctx, h.address(), hash_self(), cb, settings);
   h.on_failure = [&] { link->stop(); };
   link->start();
+  // What one heartbeat of the link takes on the wire (its timestamp has as many digits).
+  std::vector<uint8_t> one;
+  control::append_message(control::Heartbeat{0, big_stats(), {}, unix_micros()}, one);
+  const size_t one_heartbeat = one.size();
+  // The most the link held for sending, sampled every millisecond until it has reconnected.
+  size_t most_queued = 0;
+  bool reconnected = false;
 
   h.run([&]() -> asio::awaitable<void> {
     Peer stuck = co_await h.accept();
@@ -428,13 +439,31 @@ TEST_CASE(
       const std::vector<Message> out = msgs(control::Welcome{10, 1});
       co_await stuck.send(out);
     }
+    asio::co_spawn(
+        h.ctx,
+        [&]() -> asio::awaitable<void> {
+          while (!reconnected && !h.script_done) {
+            most_queued = std::max(most_queued, link->queued_bytes());
+            co_await sleep(1ms);
+          }
+        },
+        asio::detached);
     // `stuck` never reads again. The link keeps one heartbeat pending, no more, and gives up on
     // the connection once its write has been stuck for write_timeout.
     Peer next = co_await h.accept();
     co_await next.wait_for<control::Register>();
+    reconnected = true;
+    expect(link->write_timeouts() == 1,
+           "the link gave up because its write stayed stuck for write_timeout, not for another "
+           "reason");
     link->stop();
     stuck.close();
   });
+  // A heartbeat was held back by the stuck write (the write held for write_timeout, sampled every
+  // millisecond), and never more than that one: those that came due meanwhile replaced each other
+  // rather than queueing behind it.
+  CHECK(most_queued >= one_heartbeat - 64);
+  CHECK(most_queued <= one_heartbeat + 64);
 }
 
 TEST_CASE("config_link: stop() ends everything, whatever the link is doing") {
@@ -443,11 +472,16 @@ TEST_CASE("config_link: stop() ends everything, whatever the link is doing") {
     h.listen();
     const std::string address = h.address();
     h.acceptor.reset();
-    ConfigLink link(h.ctx, address, hash_self(), {}, fast());
+    // After its first failed attempt the link waits 30 to 60 s, longer than the harness waits
+    // for the io_context to run out of work: only stop() cancelling that wait ends the run.
+    ConfigLinkSettings settings = fast();
+    settings.backoff_initial = 60s;
+    settings.backoff_max = 60s;
+    ConfigLink link(h.ctx, address, hash_self(), {}, settings);
     h.on_failure = [&] { link.stop(); };
     link.start();
     h.run([&]() -> asio::awaitable<void> {
-      co_await sleep(100ms);
+      while (link.failed_attempts() < 1) co_await sleep(1ms);
       link.stop();
     });
   }
