@@ -14,7 +14,6 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -254,11 +253,7 @@ TEST_CASE("hostile node port: a second hash server under a live name waits, then
                       {.stderr_log = log});
   const std::string second_address = second.wait_listening().at(0);
   // Its registration is refused (the real ConfigLink logs why and retries with its back-off)...
-  const auto said = [&] {
-    std::ifstream in(log);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
-  CHECK(wait_until([&] { return said().find("held by a live hash server") != std::string::npos; }));
+  CHECK(log_says(log, "held by a live hash server"));
   CHECK(text(node_status(c, "hash1"), "address") == c.hash_address(1));
   // ...until the first one is gone: then it registers and gets the table.
   c.kill_hash(1);
@@ -429,8 +424,7 @@ TEST_CASE("hostile node port: a table change too big to push is refused before i
                      {.stderr_log = err_log});
   split.read_all();
   CHECK(split.stop(0) == 1);
-  std::ifstream err(err_log);
-  const std::string said((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  const std::string said = file_text(err_log);
   CAPTURE(said);
   CHECK(said.find("cannot be pushed") != std::string::npos);
   CHECK(c.version() == 1);

@@ -8,12 +8,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "common/durable_file.h"
 #include "common/options.h"
 #include "common/table_json.h"
+#include "harness/log_file.h"
 #include "harness/temp_dir.h"
 
 using namespace imhash;
@@ -34,13 +34,6 @@ Table table_at(uint64_t version, const std::string& address = "127.0.0.1:7001") 
   return t;
 }
 
-std::string read(const std::string& path) {
-  std::ifstream f(path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 TEST_CASE("saved_table: saves newer versions only, loads what it saved, in the table format") {
@@ -58,16 +51,16 @@ TEST_CASE("saved_table: saves newer versions only, loads what it saved, in the t
     CHECK(saved.version() == 3);
   }
   // A table file --table takes, as written by table_to_json.
-  CHECK(read(state + "/login-login1.table.json") == table_to_json(table_at(3)));
+  CHECK(test::file_text(state + "/login-login1.table.json") == table_to_json(table_at(3)));
   SavedTable again(state, "login", "login1");
   const auto loaded = again.load();
   REQUIRE(loaded);
   CHECK(*loaded == table_at(3));
   CHECK(again.version() == 3);
   again.save(table_at(2));  // after a load too: older versions are not written
-  CHECK(read(again.path()) == table_to_json(table_at(3)));
+  CHECK(test::file_text(again.path()) == table_to_json(table_at(3)));
   again.save(table_at(4));
-  CHECK(read(again.path()) == table_to_json(table_at(4)));
+  CHECK(test::file_text(again.path()) == table_to_json(table_at(4)));
   // Another daemon in the same directory has a file of its own.
   SavedTable other(state, "hash", "hash1");
   CHECK_FALSE(other.load());
@@ -97,9 +90,9 @@ TEST_CASE("durable_file: replace_file_durably replaces the whole file or reports
   TempDir dir("durable");
   REQUIRE(make_directory(dir.path).empty());
   CHECK(replace_file_durably(dir.path, "f.json", "one").empty());
-  CHECK(read(dir.path + "/f.json") == "one");
+  CHECK(test::file_text(dir.path + "/f.json") == "one");
   CHECK(replace_file_durably(dir.path, "f.json", "two, longer").empty());
-  CHECK(read(dir.path + "/f.json") == "two, longer");
+  CHECK(test::file_text(dir.path + "/f.json") == "two, longer");
   CHECK_FALSE(fs::exists(dir.path + "/f.json.tmp"));
   const std::string err = replace_file_durably(dir.path + "/missing", "f.json", "x");
   CHECK(err.find("cannot write " + dir.path + "/missing/f.json.tmp") == 0);

@@ -6,11 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "common/options.h"
 #include "config_server/file_state_store.h"
+#include "harness/log_file.h"
 #include "harness/temp_dir.h"
 #include "tests/sample_tables.h"
 
@@ -23,13 +23,6 @@ namespace {
 struct StateDir : test::TempDir {
   explicit StateDir(const char* name) : test::TempDir("state", name) {}
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -68,7 +61,7 @@ TEST_CASE("state_store: pending purges are written with the table and read back"
   }
   FileStateStore store(dir.path);
   CHECK(store.pending_purges().empty());
-  CHECK(read_file(store.path()).find("\"pending_purges\":[]") != std::string::npos);
+  CHECK(test::file_text(store.path()).find("\"pending_purges\":[]") != std::string::npos);
 }
 
 TEST_CASE("state_store: a failed commit changes neither the table nor the pending purges") {
