@@ -10,27 +10,19 @@
 #include "harness/child_process.h"
 #include "harness/frame_client.h"
 #include "harness/wait_until.h"
+#include "tests/sample_endpoints.h"
 
 using namespace imhash;
 using namespace imhash::frame;
 using imhash::test::ChildProcess;
 using imhash::test::FrameClient;
 using imhash::test::port_of;
+using imhash::test::record_endpoint;
 using imhash::test::wait_until;
 
 namespace {
 
 constexpr uint32_t kShards = 4;
-
-Endpoint endpoint_for(uint64_t id) {
-  if (id % 5 == 0) {
-    std::array<uint8_t, 16> a{0x20, 0x01, 0x0d, 0xb8};
-    a[15] = static_cast<uint8_t>(id);
-    a[14] = static_cast<uint8_t>(id >> 8);
-    return Endpoint::v6(a, static_cast<uint16_t>(id));
-  }
-  return Endpoint::v4(0x0a000000u + static_cast<uint32_t>(id), static_cast<uint16_t>(id));
-}
 
 // Ids owned by `shard`, in increasing order, starting after `from`.
 std::vector<uint64_t> ids_of_shard(uint32_t shard, size_t count, uint64_t from = 0) {
@@ -43,7 +35,7 @@ std::vector<uint64_t> ids_of_shard(uint32_t shard, size_t count, uint64_t from =
 
 Request upsert(uint64_t id, uint32_t corr, uint64_t version = 0) {
   Request q{.type = FrameType::kUpsert, .correlation = corr, .table_version = version, .id = id};
-  q.endpoint = endpoint_for(id);
+  q.endpoint = record_endpoint(id);
   return q;
 }
 Request keyed(FrameType t, uint64_t id, uint32_t corr, uint64_t version = 0, uint8_t flags = 0) {
@@ -87,8 +79,8 @@ TEST_CASE("hash_server: pipelined requests on many connections and shards, every
           }
           auto got = c.call(gets);
           for (size_t i = 0; i < ids.size(); ++i) {
-            if (got[i].r.status != FrameStatus::kOk || got[i].r.endpoint != endpoint_for(ids[i]) ||
-                got[i].r.age_seconds > 5) {
+            if (got[i].r.status != FrameStatus::kOk ||
+                got[i].r.endpoint != record_endpoint(ids[i]) || got[i].r.age_seconds > 5) {
               ++failures;
             }
           }
@@ -167,7 +159,7 @@ TEST_CASE("hash_server: with a table it answers MOVED for ids it does not own") 
   CHECK(r[3].r.status == FrameStatus::kOk);     // the sender's table is newer: trust it
   CHECK(r[4].r.status == FrameStatus::kMoved);
   CHECK(r[5].r.status == FrameStatus::kOk);  // fallback read during a move
-  CHECK(r[5].r.endpoint == endpoint_for(5001));
+  CHECK(r[5].r.endpoint == record_endpoint(5001));
 
   // Purge not-owned: only 5001 goes.
   Request purge{.type = FrameType::kPurge, .correlation = 7};

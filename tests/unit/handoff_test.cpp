@@ -6,7 +6,6 @@
 
 #include <doctest/doctest.h>
 
-#include <array>
 #include <limits>
 #include <map>
 #include <random>
@@ -17,9 +16,11 @@
 #include "common/router.h"
 #include "common/shard_map.h"
 #include "common/table.h"
+#include "tests/sample_endpoints.h"
 
 using namespace imhash;
 using frame::ImportRecord;
+using imhash::test::record_endpoint;
 constexpr size_t kBatchRecords = Handoff::kBatchRecords;  // a full batch
 using State = Handoff::State;
 
@@ -54,21 +55,12 @@ std::shared_ptr<const Router> ring_of(int n, uint64_t version = 5) {
   return Router::compile(t);
 }
 
-// The endpoint and last_seen every test record of `id` gets (v4 and v6 alternate).
-Endpoint endpoint_of(uint64_t id) {
-  if (id % 2) {
-    return Endpoint::v4(static_cast<uint32_t>(0x0a000000 + id % 0xffffff),
-                        static_cast<uint16_t>(1000 + id % 60000));
-  }
-  std::array<uint8_t, 16> a{0x20, 0x01, 0x0d, 0xb8};
-  for (int i = 0; i < 8; ++i) a[8 + i] = static_cast<uint8_t>(id >> (8 * i));
-  return Endpoint::v6(a, static_cast<uint16_t>(2000 + id % 60000));
-}
+// The last_seen every test record of `id` gets (its endpoint: record_endpoint).
 uint32_t last_seen_of(uint64_t id) { return kScanNow - static_cast<uint32_t>(id % 3600); }
 
 RecordStore filled(uint64_t lo, uint64_t hi) {
   RecordStore s;
-  for (uint64_t id = lo; id < hi; ++id) s.upsert(id, endpoint_of(id), last_seen_of(id));
+  for (uint64_t id = lo; id < hi; ++id) s.upsert(id, record_endpoint(id), last_seen_of(id));
   return s;
 }
 
@@ -182,7 +174,7 @@ TEST_CASE_FIXTURE(
   for (const auto& b : cuts.batches) {
     for (const ImportRecord& r : records_of(b)) {
       CAPTURE(r.id);
-      CHECK(r.endpoint == endpoint_of(r.id));
+      CHECK(r.endpoint == record_endpoint(r.id));
       CHECK(r.age_seconds == kScanNow - last_seen_of(r.id));
     }
   }
@@ -473,7 +465,7 @@ TEST_CASE("handoff: records present for the whole scan are cut while requests ch
     RecordStore s;
     std::set<uint64_t> stable, churn;
     for (uint64_t id = 0; id < 24000; ++id) {
-      s.upsert(id, endpoint_of(id), last_seen_of(id));
+      s.upsert(id, record_endpoint(id), last_seen_of(id));
       (id % 3 == 0 ? churn : stable).insert(id);
     }
     Handoff h;
@@ -499,11 +491,11 @@ TEST_CASE("handoff: records present for the whole scan are cut while requests ch
         } else if (dice == 1) {
           // A login again of a churning id (perhaps deleted before), among the stable ones.
           const uint64_t id = rng() % 8000 * 3;
-          s.upsert(id, endpoint_of(id), kScanNow);
+          s.upsert(id, record_endpoint(id), kScanNow);
           churn.insert(id);
         } else {
           const uint64_t id = next_new++;
-          s.upsert(id, endpoint_of(id), kScanNow);
+          s.upsert(id, record_endpoint(id), kScanNow);
           churn.insert(id);
         }
       }
