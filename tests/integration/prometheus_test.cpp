@@ -45,12 +45,8 @@ int run(const std::string& command, std::string& out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-// Waits (bounded: wait_until's patience, or `bound`) until `done` holds, asking every 50 ms: each
-// question may be an HTTP query to Prometheus.
-template <typename Done>
-bool eventually(Done&& done, std::chrono::milliseconds bound = kPatience) {
-  return wait_until(std::forward<Done>(done), bound, std::chrono::milliseconds(50));
-}
+// Between the questions of a wait_until: each may be an HTTP query to Prometheus.
+constexpr std::chrono::milliseconds kPrometheusPoll{50};
 
 class Prometheus {
  public:
@@ -67,14 +63,17 @@ class Prometheus {
         ChildOptions{.stderr_log = log});
     // Port 0: the port it took is in its log: msg="Listening on" address=127.0.0.1:PORT
     const std::regex listening(R"re(msg="Listening on" address=(127\.0\.0\.1:[0-9]+))re");
-    REQUIRE(eventually([&] {
-      std::smatch m;
-      const std::string text = file_text(log);
-      if (!std::regex_search(text, m, listening)) return false;
-      address_ = m[1];
-      return true;
-    }));
-    REQUIRE(eventually([&] { return http_get(address_, "/-/ready").status == 200; }));
+    REQUIRE(wait_until(
+        [&] {
+          std::smatch m;
+          const std::string text = file_text(log);
+          if (!std::regex_search(text, m, listening)) return false;
+          address_ = m[1];
+          return true;
+        },
+        kPatience, kPrometheusPoll));
+    REQUIRE(wait_until([&] { return http_get(address_, "/-/ready").status == 200; }, kPatience,
+                       kPrometheusPoll));
   }
 
   // GET /api/v1/...; the parsed answer (null when Prometheus did not answer with JSON).
@@ -158,9 +157,9 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
 
   {  // promtool check metrics, on each daemon's /metrics
     // Scraped once the load has been sampled (every 500 ms), so every metric family is there.
-    REQUIRE(eventually([&] {
-      return metric(scrape(c.login_metrics(1)), "imhash_login_replies_total", "OK") > 0;
-    }));
+    REQUIRE(wait_until(
+        [&] { return metric(scrape(c.login_metrics(1)), "imhash_login_replies_total", "OK") > 0; },
+        kPatience, kPrometheusPoll));
     for (const auto& target : targets) {  // not [job, address]: clang 14 cannot capture bindings
       const auto& [job, address] = target;
       CAPTURE(target.first);
@@ -197,24 +196,30 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
                         scrape_configs);
 
     // Every target up.
-    CHECK(eventually([&] {
-      const auto up = prom.query("up");
-      int n = 0;
-      for (const auto& s : up) n += value_of(s) == 1;
-      return n == 4;
-    }));
+    CHECK(wait_until(
+        [&] {
+          const auto up = prom.query("up");
+          int n = 0;
+          for (const auto& s : up) n += value_of(s) == 1;
+          return n == 4;
+        },
+        kPatience, kPrometheusPoll));
     // A request counter: the replies the login server sent, by status.
-    CHECK(eventually([&] {
-      const auto r = prom.query(R"(sum(imhash_login_replies_total{status="OK"}))");
-      return r.size() == 1 && value_of(r[0]) >= ok;
-    }));
+    CHECK(wait_until(
+        [&] {
+          const auto r = prom.query(R"(sum(imhash_login_replies_total{status="OK"}))");
+          return r.size() == 1 && value_of(r[0]) >= ok;
+        },
+        kPatience, kPrometheusPoll));
     // The table version of every node: from each node itself, and as the config server saw it.
-    CHECK(eventually([&] {
-      const auto r = prom.query("imhash_table_version");
-      int at_version = 0;
-      for (const auto& s : r) at_version += value_of(s) == static_cast<double>(version);
-      return r.size() == 3 && at_version == 3;
-    }));
+    CHECK(wait_until(
+        [&] {
+          const auto r = prom.query("imhash_table_version");
+          int at_version = 0;
+          for (const auto& s : r) at_version += value_of(s) == static_cast<double>(version);
+          return r.size() == 3 && at_version == 3;
+        },
+        kPatience, kPrometheusPoll));
     const auto nodes = prom.query("imhash_config_node_version");
     std::vector<std::string> names;
     for (const auto& s : nodes) {
@@ -226,18 +231,20 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
     CHECK(prom.query("imhash_config_converged").size() == 1);
 
     // The alert rules loaded and evaluate cleanly; with everything healthy none fires.
-    CHECK(eventually([&] {
-      const auto v = prom.api("rules");
-      if (!v.is_object()) return false;
-      int rules = 0, healthy = 0;
-      for (const auto& g : v.at("data").at("groups").as_array()) {
-        for (const auto& r : g.at("rules").as_array()) {
-          ++rules;
-          healthy += r.at("health").as_string() == "ok";
-        }
-      }
-      return rules >= 6 && healthy == rules;
-    }));
+    CHECK(wait_until(
+        [&] {
+          const auto v = prom.api("rules");
+          if (!v.is_object()) return false;
+          int rules = 0, healthy = 0;
+          for (const auto& g : v.at("data").at("groups").as_array()) {
+            for (const auto& r : g.at("rules").as_array()) {
+              ++rules;
+              healthy += r.at("health").as_string() == "ok";
+            }
+          }
+          return rules >= 6 && healthy == rules;
+        },
+        kPatience, kPrometheusPoll));
     CHECK(prom.query(R"(ALERTS{alertstate="firing"})").empty());
 
     // The dashboard's queries are valid PromQL and find data (rates need two scrapes first).
@@ -250,7 +257,8 @@ TEST_CASE("prometheus: promtool passes every /metrics, and Prometheus scrapes al
       const auto v = prom.api("query?query=" + url_encode(q));
       REQUIRE(v.is_object());
       CHECK(v.at("status").as_string() == "success");
-      CHECK(eventually([&] { return !prom.query(q).empty(); }, std::chrono::seconds(10)));
+      CHECK(wait_until([&] { return !prom.query(q).empty(); }, std::chrono::seconds(10),
+                       kPrometheusPoll));
     }
     std::filesystem::remove_all(dir);
   }
