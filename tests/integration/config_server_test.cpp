@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
+#include <chrono>
 
 #include "common/frame_protocol.h"
 #include "common/router.h"
 #include "common/table_json.h"
 #include "harness/config_cluster.h"
 #include "harness/frame_client.h"
+#include "harness/http_get.h"
 #include "harness/log_file.h"
 #include "harness/tcp_proxy.h"
 #include "harness/udp_client.h"
@@ -270,7 +271,8 @@ TEST_CASE("config_server: imctl replicas 2 commits a version, and where names bo
 }
 
 TEST_CASE("config_server: failover keeps a DOWN server that a copy of each record needs") {
-  ConfigCluster c(ConfigClusterOptions{.failover = "auto"});
+  // /metrics: the config server's count of heartbeats handled tells how far its loop has got.
+  ConfigCluster c(ConfigClusterOptions{.failover = "auto", .metrics = true});
   c.start_config();
   for (int i = 1; i <= 2; ++i) c.start_hash(i);
   REQUIRE(c.imctl({"server", "add", "hash1", "hash2"}).exit_code == 0);  // version 1
@@ -297,8 +299,14 @@ TEST_CASE("config_server: failover keeps a DOWN server that a copy of each recor
       "would have only 1 server: lower replicas first (imctl replicas 1), then remove it (imctl "
       "server remove hash2)";
   CHECK(wait_until([&] { return logged_since().find(warning) != std::string::npos; }));
-  // Said once, not at every heartbeat interval it stays DOWN.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Said once, not at every heartbeat interval it stays DOWN. Once the config server has handled
+  // five more of hash1's heartbeats (one per interval), its loop has run several ticks (one per
+  // half interval) with hash2 DOWN: any of them would have said it again.
+  const auto heartbeats = [&] {
+    return metric(scrape(c.config_metrics()), "imhash_config_heartbeats_total");
+  };
+  const double heartbeats_then = heartbeats();
+  CHECK(wait_until([&] { return heartbeats() >= heartbeats_then + 5; }, kPatience, kImctlPoll));
   const std::string since = logged_since();
   CHECK(since.find(warning) == since.rfind(warning));
   CHECK(c.version() == 2);
