@@ -55,7 +55,7 @@ cd "$dir"
 cores=$(nproc)
 jobs=$((2 * cores))
 [[ "$dir" == build-asan ]] && jobs=$cores
-[[ "$dir" == build-fuzz ]] && jobs=$(ls ../tests/fuzz/fuzz_*.cpp | wc -l)
+[[ "$dir" == build-fuzz ]] && jobs=$(ctest -N | grep -c "Test *#")  # every target ctest knows
 status=0
 ctest -j"${IMHASH_TEST_JOBS:-$jobs}" --output-on-failure "$@" || status=$?
 echo "test.sh: $dir built in $((built - started)) s, the suite ran in $((SECONDS - built)) s"
