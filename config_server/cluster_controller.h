@@ -18,7 +18,7 @@
 // still holds; a slow store stalls the loop, and tick() then counts missed heartbeats from the end
 // of the stall (docs/design.md §5).
 //
-// A core: no socket, no clock, no log; config_server/core_only.h makes a use of any of them here
+// A core: no socket, no clock, no log; common/core_only.h makes a use of any of them here
 // a compile error. Not thread-safe: the config server's main thread only.
 #pragma once
 

@@ -55,8 +55,9 @@ HashServer::HashServer(HashServerConfig config)
   links.timeout = std::chrono::milliseconds(5000);
   links.dead_after = std::chrono::milliseconds(10000);
   links.max_in_flight = 256;
-  sender_ = std::make_unique<StreamSender>(
-      ctx_, std::move(links), [this](uint32_t shard) { shards_[shard]->stream_link_lost(); });
+  sender_ = std::make_unique<StreamSender>(ctx_, std::move(links), [this](uint32_t shard) {
+    shards_[shard]->handle().stream_link_lost();
+  });
   Shard::Hooks hooks;
   hooks.send_batch = [this](uint32_t shard, Handoff::Batch batch) {
     asio::post(ctx_, [this, shard, batch = std::move(batch)]() mutable {
@@ -65,7 +66,7 @@ HashServer::HashServer(HashServerConfig config)
       std::string target = batch.target.name;
       sender_->send(shard, std::move(batch),
                     [this, shard, generation, count, target = std::move(target)](bool lost) {
-                      shards_[shard]->acknowledged(generation, count, target, lost);
+                      shards_[shard]->handle().acknowledged(generation, count, target, lost);
                     });
     });
   };
@@ -89,7 +90,7 @@ HashServer::HashServer(HashServerConfig config)
 void HashServer::set_router(std::shared_ptr<const Router> router, std::chrono::milliseconds grace) {
   table_version_ = router ? router->version() : 0;
   if (router && config_.saved) config_.saved->save(router->table());
-  for (auto& s : shards_) s->set_router(router, grace);
+  for (auto& s : shards_) s->handle().set_router(router, grace);
 }
 
 void HashServer::on_shard_change(const ShardSnapshot& snap) {
@@ -210,7 +211,7 @@ void HashServer::wait_reload() {
 
 void HashServer::sample_shards() {
   for (auto& s : shards_) {
-    s->snapshot([this](ShardSnapshot snap) {
+    s->handle().snapshot([this](ShardSnapshot snap) {
       asio::post(ctx_, [this, snap] {
         snapshots_[snap.shard] = snap;
         if (snap.purge.state == PurgeState::kRunning) purge_reporting_ = true;
@@ -400,7 +401,7 @@ void HashServer::start_config_link(const std::string& advertised_address) {
   // replicas, or before it has any table).
   if (control_.has_config_server()) {
     filling_ = true;
-    for (auto& s : shards_) s->set_filling(true);
+    for (auto& s : shards_) s->handle().set_filling(true);
   }
   self.filling = filling_;
   ConfigLink::Callbacks cb;
@@ -419,13 +420,13 @@ void HashServer::start_config_link(const std::string& advertised_address) {
     control_.config_link()->ack(version);
   };
   cb.on_purge = [this](control::PurgeCommand cmd) {
-    for (auto& s : shards_) s->command_purge(cmd.action, cmd.age_seconds, cmd.id);
+    for (auto& s : shards_) s->handle().command_purge(cmd.action, cmd.age_seconds, cmd.id);
     purge_reporting_ = true;
   };
   cb.on_stream = [this](control::StreamCommand cmd) {
     spdlog::info("stream {} for table version {} asked for by the config server",
                  control::stream_action_name(cmd.action), cmd.version);
-    for (auto& s : shards_) s->command_stream(cmd.action, cmd.version, cmd.lost);
+    for (auto& s : shards_) s->handle().command_stream(cmd.action, cmd.version, cmd.lost);
   };
   cb.on_fill = [this](control::FillCommand cmd) {
     if (cmd.filling != filling_) {
@@ -435,7 +436,7 @@ void HashServer::start_config_link(const std::string& advertised_address) {
     }
     filling_ = cmd.filling;
     control_.config_link()->set_filling(cmd.filling);
-    for (auto& s : shards_) s->set_filling(cmd.filling);
+    for (auto& s : shards_) s->handle().set_filling(cmd.filling);
   };
   cb.stats = [this] { return stats(); };
   control_.start_config_link(std::move(self), std::move(cb));
@@ -486,7 +487,7 @@ void HashServer::stop() {
   sample_timer_.cancel();
   control_.stop();
   sender_->stop();
-  for (auto& s : shards_) s->stop();
+  for (auto& s : shards_) s->handle().stop();
 }
 
 asio::awaitable<void> HashServer::accept_loop() {
@@ -701,7 +702,8 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
   std::vector<uint8_t> leftover(in.data().begin(), in.data().end());
   { const ConnectionQuota::Ticket done = std::move(handshaking); }  // bound: no longer handshaking
   const auto protocol = socket.local_endpoint().protocol();
-  shards_[q.shard]->adopt(protocol, socket.release(), std::move(leftover), std::move(ticket));
+  shards_[q.shard]->handle().adopt(protocol, socket.release(), std::move(leftover),
+                                   std::move(ticket));
 }
 
 }  // namespace imhash

@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
 """Shows that each rule of the config server's core is tested: removes one rule at a time from
-config_server/ (a small edit of the source: the parts, then the controller that orders them),
-rebuilds unit_tests in build/ and runs the test of that rule, which must fail; then puts the source
-back. Not part of the suite (it rebuilds); run by
+config_server/ (the parts, then the controller that orders them) and runs the test of that rule,
+which must fail (tests/mutations/mutate.py). Not part of the suite (it rebuilds); run by
 hand after changing a rule or its test: tests/mutations/config_core.py [WORDS...] (from the
 repository root, with build/ configured; WORDS pick the rules whose names contain them). Prints
 one line a rule; exits 1 if any test still passed.
 """
-import shutil
-import subprocess
-import sys
+from mutate import run
 muts = [
  ("the takeover hold", "config_server/takeover_hold.cpp",
   "return holding_ && node_version > 0 && node_version < latest;", "return holding_ && node_version > latest;",
@@ -85,27 +82,4 @@ muts = [
   "if (auto d = drains_.find(it->server); d != drains_.end()) d->second.purged = true;", "",
   "cluster controller: a drain shows its version and then that its purge was sent"),
 ]
-survived = 0
-only = sys.argv[1:]  # words of the rules to remove (default: every rule)
-for name, path, old, new, test in muts:
-    if only and not any(w in name for w in only):
-        continue
-    src = open(path).read()
-    assert src.count(old) == 1, (name, old)
-    shutil.copy(path, path + ".orig")
-    try:
-        open(path, "w").write(src.replace(old, new))
-        b = subprocess.run(["cmake", "--build", "build", "-j2", "--target", "unit_tests"], capture_output=True, text=True)
-        if b.returncode != 0:
-            print(f"{name}: BUILD FAILED\n{b.stdout[-2000:]}")
-            survived += 1
-            continue
-        r = subprocess.run(["build/tests/unit_tests", "-tc=" + test.replace(",", "*")], capture_output=True, text=True)
-        fails = [l.replace("/work/main/", "") for l in r.stdout.splitlines() if "ERROR" in l][:1]
-        ran = [l for l in r.stdout.splitlines() if "test cases:" in l]
-        print(f"without {name}: '{test}' {'FAILS' if r.returncode else 'PASSES (!)'} {fails} {ran}")
-        survived += r.returncode == 0
-    finally:
-        shutil.move(path + ".orig", path)
-subprocess.run(["cmake", "--build", "build", "-j2", "--target", "unit_tests"], capture_output=True)
-sys.exit(1 if survived else 0)
+run(muts)

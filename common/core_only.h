@@ -1,5 +1,6 @@
-// Force-included first into every file of the config server's core (config_server/CMakeLists.txt,
-// imhash_cluster_core): a core gets its time and its links from its caller and returns what is
+// Force-included first into every file of a core — the config server's (imhash_cluster_core,
+// config_server/CMakeLists.txt) and the shard's (imhash_shard_core, hash_server/CMakeLists.txt):
+// a core gets its time and its links from its caller and returns what is
 // to be logged, so a file of it that uses Asio, Beast, spdlog or a clock does not compile.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <ctime>
 #include <mutex>
+#include <thread>  // common/thread_check.h: a core checks its owner thread
 
 #pragma GCC poison asio beast spdlog
 #pragma GCC poison steady_clock system_clock high_resolution_clock clock_gettime gettimeofday

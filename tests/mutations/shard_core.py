@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Shows that each rule of a hash server shard's core (hash_server/shard_core.cpp) is tested:
+removes one rule at a time and runs the test case of that rule, which must fail
+(tests/mutations/mutate.py). Not part of the suite (it rebuilds); run by hand after changing a
+rule or its test: tests/mutations/shard_core.py [WORDS...] (from the repository root, with build/
+configured; WORDS pick the rules whose names contain them). Prints one line a rule; exits 1 if any
+test still passed.
+"""
+from mutate import run
+core = "hash_server/shard_core.cpp"
+muts = [
+ ("MOVED only when our table is at least as new as the sender's", core,
+  "if (router_ && !any_owner && router_->version() >= q.table_version &&", "if (router_ && !any_owner &&",
+  "shard core: MOVED by table version: ours at least as new as the sender's"),
+ ("a fallback read is served by any owner, a write never", core,
+  "const bool any_owner = q.type != FrameType::kUpsert && (q.flags & kFlagAnyOwner) != 0;",
+  "const bool any_owner = (q.flags & kFlagAnyOwner) != 0;",
+  "shard core: MOVED by table version: ours at least as new as the sender's"),
+ ("a replica write under an older table is MOVED", core,
+  "         stale_replica_write(q))) {", "         false)) {",
+  "shard core: with replicas a write under an older table is MOVED even to a member"),
+ ("an import skips an id deleted during the move", core,
+  "    if (deleted_in_move(rec.id)) {", "    if (false) {",
+  "shard core: a delete during a move is remembered*"),
+ ("a read repair skips an id deleted during the move", core,
+  "        if (deleted_in_move(q.id)) {", "        if (false) {",
+  "shard core: a delete during a move is remembered*"),
+ ("a login forgets the delete", core,
+  "        if (!tombstones_.empty()) tombstones_.erase(q.id);  // logged in again", "",
+  "shard core: a delete during a move is remembered*"),
+ ("deletes are forgotten after the grace and the slack", core,
+  "  if (now_ >= tombstone_until_) {\n    expire_tombstones();", "  if (false) {\n    expire_tombstones();",
+  "shard core: deletes are remembered for the grace period and the slack, then forgotten"),
+ ("a sender with a newer table makes deletes remembered", core,
+  "  if (router_ && q.table_version > router_->version()) {", "  if (false) {",
+  "shard core: deletes are remembered for the grace period and the slack, then forgotten"),
+ ("a table placing an id elsewhere drops its tombstone", core,
+  "  forget_tombstones_not_held();\n  if (handoff_.running())", "  if (handoff_.running())",
+  "shard core: deletes are remembered for the grace period and the slack, then forgotten"),
+ ("an import never overwrites a newer write", core,
+  "    if (store_.upsert_if_newer(rec.id, rec.endpoint.unmapped(), seen) ==\n        RecordStore::Merge::kKeptNewer) {",
+  "    if (store_.upsert(rec.id, rec.endpoint.unmapped(), seen), false) {",
+  "shard core: an import never overwrites a newer write"),
+ ("an overtaken batch is not stored", core,
+  "    if (placed_elsewhere(rec.id, q.table_version == 0 ? UINT64_MAX : q.table_version)) {", "    if (false) {",
+  "shard core: an import never overwrites a newer write"),
+ ("the old owner does not remember a logout's delete", core,
+  "  if (placed_elsewhere(id, q.table_version)) return;", "",
+  "shard core: a LOGOUT during a stream*"),
+ ("the stream waits for its rate", core,
+  "    if (stream_tokens_ < 0) {", "    if (false) {",
+  "shard core: the stream's pacing*"),
+ ("the stream's bucket holds 10 ms", core,
+  "std::min(burst, stream_tokens_ +", "std::min(burst * 1e9, stream_tokens_ +",
+  "shard core: the stream's pacing*"),
+ ("the stream's window", core,
+  "  if (handoff_.progress().in_flight >= kStreamWindow) return {};  // an acknowledgement resumes it", "",
+  "shard core: the stream's pacing*"),
+ ("NOT_READY with replicas while filling", core,
+  "      if (not_caught_up && router_ && router_->replicas() > 1) {", "      if (false) {",
+  "shard core: NOT_READY while being refilled*"),
+ ("NOT_READY for a miss without a table", core,
+  "      } else if (not_caught_up && !router_) {", "      } else if (false) {",
+  "shard core: NOT_READY while being refilled*"),
+ ("a fallback read is not held back by a refill", core,
+  "      const bool not_caught_up = filling_ && (q.flags & kFlagAnyOwner) == 0;",
+  "      const bool not_caught_up = filling_;",
+  "shard core: NOT_READY while being refilled*"),
+]
+run(muts)
