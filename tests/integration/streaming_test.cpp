@@ -168,7 +168,7 @@ TEST_CASE("streaming: the config server, then the receiving server, restart in m
       .grace_ms = 1000,
       .hash_args = {{1, {"--stream-rate", "10000"}}, {2, {"--stream-rate", "10000"}}}});
   const uint16_t udp = c.start_serving(3);
-  constexpr uint64_t kUsers = 60000;
+  constexpr uint64_t kUsers = 30000;  // 3 s of streaming at --stream-rate 10000
   log_in(udp, 1, kUsers);
   REQUIRE(wait_until([&] { return c.records(1) == kUsers; }, kPatience, kPollInterval));
 
@@ -199,7 +199,7 @@ TEST_CASE("streaming: the source restarts in mid-stream, and the move still comp
   ConfigCluster c(
       ConfigClusterOptions{.grace_ms = 1000, .hash_args = {{1, {"--stream-rate", "10000"}}}});
   const uint16_t udp = c.start_serving(3);
-  constexpr uint64_t kUsers = 60000;
+  constexpr uint64_t kUsers = 30000;  // 3 s of streaming at --stream-rate 10000
   log_in(udp, 1, kUsers);
   REQUIRE(wait_until([&] { return c.records(1) == kUsers; }, kPatience, kPollInterval));
 
