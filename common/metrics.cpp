@@ -84,20 +84,20 @@ void MetricsText::add(const MetricDef& metric, double value, const Labels& label
   sample(metric.name, value, labels);
 }
 
-void MetricsText::histogram(std::string_view name, std::string_view help,
-                            const std::vector<double>& bounds, const std::vector<uint64_t>& counts,
-                            double sum, const Labels& labels) {
-  header(name, help, "histogram");
-  const std::string base(name);
-  uint64_t total = 0;
-  for (size_t i = 0; i <= bounds.size() && i < counts.size(); ++i) {
-    total = counts[i];
+void MetricsText::histogram_samples(const MetricDef& metric, std::span<const double> bounds,
+                                    std::span<const uint64_t> counts, double sum,
+                                    const Labels& labels) {
+  header(metric.name, metric.help, "histogram");
+  const std::string base(metric.name);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    cumulative += counts[i];
     Labels l = labels;
     l.emplace_back("le", i < bounds.size() ? number(bounds[i]) : "+Inf");
-    sample(base + "_bucket", static_cast<double>(counts[i]), l);
+    sample(base + "_bucket", static_cast<double>(cumulative), l);
   }
   sample(base + "_sum", sum, labels);
-  sample(base + "_count", static_cast<double>(total), labels);
+  sample(base + "_count", static_cast<double>(cumulative), labels);
 }
 
 struct MetricsServer::State {

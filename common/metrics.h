@@ -11,9 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/histogram.h"
 
 namespace imhash {
 
@@ -33,18 +36,20 @@ class MetricsText {
   void gauge(std::string_view name, std::string_view help, double value, const Labels& labels = {});
   void counter(std::string_view name, std::string_view help, double value,
                const Labels& labels = {});
-  // A histogram from cumulative bucket counts (upper bounds in seconds, +Inf implied last).
-  void histogram(std::string_view name, std::string_view help, const std::vector<double>& bounds,
-                 const std::vector<uint64_t>& counts, double sum, const Labels& labels = {});
   // A sample of a gauge or a counter declared in a table.
   void add(const MetricDef& metric, double value, const Labels& labels = {});
-  void histogram(const MetricDef& metric, const std::vector<double>& bounds,
-                 const std::vector<uint64_t>& counts, double sum, const Labels& labels = {}) {
-    histogram(metric.name, metric.help, bounds, counts, sum, labels);
+  // A histogram declared in a table: one "_bucket" sample per bound, cumulative, with its bound as
+  // label "le" ("+Inf" last), then "_sum" and "_count".
+  template <const auto& kBounds>
+  void histogram(const MetricDef& metric, const Histogram<kBounds>& h, const Labels& labels = {}) {
+    histogram_samples(metric, h.bounds(), h.counts(), h.sum(), labels);
   }
   const std::string& str() const { return out_; }
 
  private:
+  // `counts` per bucket (not cumulative): one more than `bounds`.
+  void histogram_samples(const MetricDef& metric, std::span<const double> bounds,
+                         std::span<const uint64_t> counts, double sum, const Labels& labels);
   void header(std::string_view name, std::string_view help, std::string_view type);
   void sample(std::string_view name, double value, const Labels& labels);
   std::string out_;

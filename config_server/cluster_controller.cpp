@@ -214,11 +214,7 @@ void ClusterController::on_heartbeat(Node& n, const control::Heartbeat& hb, Now 
   if (hb.sent_us != 0) {
     const double lag_s =
         now.unix_us > hb.sent_us ? static_cast<double>(now.unix_us - hb.sent_us) / 1e6 : 0;
-    if (heartbeat_lag_counts_.empty()) heartbeat_lag_counts_.assign(kHeartbeatLagBuckets, 0);
-    size_t b = 0;
-    while (b < std::size(kHeartbeatLagBounds) && lag_s > kHeartbeatLagBounds[b]) ++b;
-    ++heartbeat_lag_counts_[b];
-    heartbeat_lag_sum_s_ += lag_s;
+    heartbeat_lag_.record(lag_s);
   }
   ++heartbeats_;
   n.stats = hb.stats;

@@ -22,9 +22,9 @@
 // a compile error. Not thread-safe: the config server's main thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +37,7 @@
 
 #include "admin_api/admin_contract.h"
 #include "common/control_protocol.h"
+#include "common/histogram.h"
 #include "common/router.h"
 #include "common/table.h"
 #include "common/table_edits.h"
@@ -160,13 +161,10 @@ class ClusterController {
   // `since_ns` plus a sample period (a refill waits for them).
   std::vector<std::string> logins_holding(const std::string& server, int64_t since_ns) const;
 
-  // How late heartbeats are handled (Heartbeat::sent_us to the time it is read), as counts per
-  // bucket of these bounds (seconds), the last one above them all.
-  static constexpr double kHeartbeatLagBounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                   0.1,    0.25,  0.5,    1,     2.5,  5};
-  static constexpr size_t kHeartbeatLagBuckets = std::size(kHeartbeatLagBounds) + 1;
-  const std::vector<uint64_t>& heartbeat_lag_counts() const { return heartbeat_lag_counts_; }
-  double heartbeat_lag_sum_s() const { return heartbeat_lag_sum_s_; }
+  // How late heartbeats are handled (Heartbeat::sent_us to the time it is read), in seconds.
+  static constexpr std::array<double, 13> kHeartbeatLagBounds = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+  const Histogram<kHeartbeatLagBounds>& heartbeat_lag() const { return heartbeat_lag_; }
   uint64_t heartbeats() const { return heartbeats_; }
 
  private:
@@ -255,8 +253,7 @@ class ClusterController {
   int64_t last_tick_ns_ = 0;
   bool serving_ = true;  // false from step_down() to load()
   int64_t listening_since_ns_ = 0;
-  std::vector<uint64_t> heartbeat_lag_counts_;
-  double heartbeat_lag_sum_s_ = 0;
+  Histogram<kHeartbeatLagBounds> heartbeat_lag_;
   uint64_t heartbeats_ = 0;
 };
 

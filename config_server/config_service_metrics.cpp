@@ -24,15 +24,9 @@ std::string ConfigService::metrics_text() const {
   m.add(config_metrics::kStoreWriteSecondsTotal, store_total_ms_ / 1000);
   m.add(config_metrics::kStoreLastWriteSeconds, store_last_ms_ / 1000);
   m.add(config_metrics::kHeartbeatsTotal, static_cast<double>(controller_.heartbeats()));
-  if (const std::vector<uint64_t>& counts = controller_.heartbeat_lag_counts(); !counts.empty()) {
-    static const std::vector<double> kBounds(
-        std::begin(cluster::ClusterController::kHeartbeatLagBounds),
-        std::end(cluster::ClusterController::kHeartbeatLagBounds));
-    std::vector<uint64_t> cumulative(counts.size());
-    uint64_t run = 0;
-    for (size_t i = 0; i < cumulative.size(); ++i) cumulative[i] = run += counts[i];
-    m.histogram(config_metrics::kHeartbeatLagSeconds, kBounds, cumulative,
-                controller_.heartbeat_lag_sum_s());
+  // Shown from the first heartbeat on (a config server that has handled none has no lag to tell).
+  if (controller_.heartbeat_lag().count() > 0) {
+    m.histogram(config_metrics::kHeartbeatLagSeconds, controller_.heartbeat_lag());
   }
   if (hooks_.metrics) hooks_.metrics(m);
   m.add(config_metrics::kAuthRefusedTotal, static_cast<double>(auth_refused_));

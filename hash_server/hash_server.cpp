@@ -27,6 +27,8 @@ constexpr size_t kHandshakeBuffer = 4096;
 // one after the other per worker; a restart of many login servers behind one NAT address still
 // fits, as refused links are retried with back-off).
 constexpr ConnectionQuota::Limits kHandshakeLimits{.total = 1024, .per_source = 32};
+constexpr MetricDef kTurnSeconds{"imhash_hash_turn_seconds", MetricDef::Type::kHistogram,
+                                 "event-loop turns of the shard, by duration"};
 }  // namespace
 
 std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
@@ -337,12 +339,7 @@ void HashServer::render_metrics(MetricsText& m) const {
             "longest event-loop turn of the shard since start-up (a batch of requests or a purge "
             "step, with any store growth inside it)",
             static_cast<double>(s.turns.longest_ns) * 1e-9, shard);
-    std::vector<uint64_t> cumulative;
-    uint64_t running = 0;
-    for (uint64_t n : s.turns.buckets) cumulative.push_back(running += n);
-    m.histogram("imhash_hash_turn_seconds", "event-loop turns of the shard, by duration",
-                std::vector<double>(TurnStats::kBounds.begin(), TurnStats::kBounds.end()),
-                cumulative, s.turns.sum_s, shard);
+    m.histogram(kTurnSeconds, s.turns.seconds, shard);
     m.gauge("imhash_stream_running", "1 while the shard's outbound stream runs",
             s.stream.state == Handoff::State::kRunning ? 1 : 0, shard);
     m.gauge("imhash_stream_version", "table version the shard's current or last stream ran against",

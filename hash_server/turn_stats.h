@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "common/histogram.h"
+
 namespace imhash {
 
 struct TurnStats {
@@ -19,19 +21,12 @@ struct TurnStats {
                                                      3e-3, 1e-2, 3e-2, 1e-1, 1.0};
 
   uint64_t longest_ns = 0;
-  uint64_t turns = 0;
-  double sum_s = 0;
-  std::array<uint64_t, kBounds.size() + 1> buckets{};  // per bucket, not cumulative
+  Histogram<kBounds> seconds;  // "imhash_hash_turn_seconds"
 
   void record(std::chrono::steady_clock::duration d) {
     const auto ns = static_cast<uint64_t>(std::chrono::nanoseconds(d).count());
     if (ns > longest_ns) longest_ns = ns;
-    ++turns;
-    const double s = static_cast<double>(ns) * 1e-9;
-    sum_s += s;
-    size_t i = 0;
-    while (i < kBounds.size() && s > kBounds[i]) ++i;
-    ++buckets[i];
+    seconds.record(static_cast<double>(ns) * 1e-9);
   }
 };
 

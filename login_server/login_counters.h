@@ -7,10 +7,12 @@
 // A plain value: each worker thread owns one; the main thread sums sampled copies.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 
+#include "common/histogram.h"
 #include "login_server/request_plan.h"
 
 namespace imhash {
@@ -48,24 +50,17 @@ struct LoginCounters {
   uint64_t replies_by_status[kStatuses] = {};
 
   // "imhash_login_request_seconds": time from receiving a forwarded request to queueing its reply
-  // (not for PING and errors answered at once). Bucket i counts latencies up to kLatencyBounds[i]
-  // seconds; the last bucket is above all of them.
-  static constexpr double kLatencyBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                              0.01,   0.025,   0.05,   0.1,   0.25};
-  static constexpr size_t kLatencyBuckets = std::size(kLatencyBounds) + 1;
-  uint64_t latency[kLatencyBuckets] = {};
-  double latency_sum_s = 0;
+  // (not for PING and errors answered at once), in seconds.
+  static constexpr std::array<double, 11> kLatencyBounds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
+  Histogram<kLatencyBounds> latency;
 
   // "imhash_login_links" by state: filled when a worker is sampled.
   uint32_t links_up = 0;
   uint32_t links_down = 0;
 
   void record_latency(int64_t nanoseconds) {
-    const double s = static_cast<double>(nanoseconds) / 1e9;
-    size_t i = 0;
-    while (i < std::size(kLatencyBounds) && s > kLatencyBounds[i]) ++i;
-    ++latency[i];
-    latency_sum_s += s;
+    latency.record(static_cast<double>(nanoseconds) / 1e9);
   }
 
   // Adds another worker's counters (a server's figures are the sum of its workers').
@@ -75,8 +70,7 @@ struct LoginCounters {
 #undef IMHASH_LOGIN_ADD
     for (size_t i = 0; i < std::size(dropped); ++i) dropped[i] += o.dropped[i];
     for (size_t i = 0; i < kStatuses; ++i) replies_by_status[i] += o.replies_by_status[i];
-    for (size_t i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
-    latency_sum_s += o.latency_sum_s;
+    latency += o.latency;
     links_up += o.links_up;
     links_down += o.links_down;
     return *this;

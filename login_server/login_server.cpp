@@ -38,6 +38,10 @@ udp::socket bind_udp(asio::io_context& ctx, const udp::endpoint& at) {
   return s;
 }
 
+constexpr MetricDef kLoginRequestSeconds{
+    "imhash_login_request_seconds", MetricDef::Type::kHistogram,
+    "time from a client's datagram to its reply, for requests sent to hash servers"};
+
 // Runs the main io_context (bounded) until `done()`, so the config link can bring the first table.
 void run_until(asio::io_context& ctx, const std::function<bool()>& done,
                std::chrono::milliseconds limit) {
@@ -172,17 +176,7 @@ void LoginServer::render_metrics(MetricsText& m) const {
             "link handshakes given up because the hash server did not prove the cluster key or "
             "its TLS failed",
             static_cast<double>(config_.worker.link.refused_handshakes->load()));
-  std::vector<uint64_t> cumulative(LoginCounters::kLatencyBuckets);
-  uint64_t running = 0;
-  for (size_t i = 0; i < LoginCounters::kLatencyBuckets; ++i) {
-    running += s.latency[i];
-    cumulative[i] = running;
-  }
-  m.histogram("imhash_login_request_seconds",
-              "time from a client's datagram to its reply, for requests sent to hash servers",
-              std::vector<double>(std::begin(LoginCounters::kLatencyBounds),
-                                  std::end(LoginCounters::kLatencyBounds)),
-              cumulative, s.latency_sum_s);
+  m.histogram(kLoginRequestSeconds, s.latency);
 }
 
 void LoginServer::start_config_link(const std::string& udp_address) {
