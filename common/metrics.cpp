@@ -67,18 +67,6 @@ void MetricsText::sample(std::string_view name, double value, const Labels& labe
   out_ += ' ' + number(value) + '\n';
 }
 
-void MetricsText::gauge(std::string_view name, std::string_view help, double value,
-                        const Labels& labels) {
-  header(name, help, "gauge");
-  sample(name, value, labels);
-}
-
-void MetricsText::counter(std::string_view name, std::string_view help, double value,
-                          const Labels& labels) {
-  header(name, help, "counter");
-  sample(name, value, labels);
-}
-
 void MetricsText::add(const MetricDef& metric, double value, const Labels& labels) {
   header(metric.name, metric.help, metric.type == MetricDef::Type::kCounter ? "counter" : "gauge");
   sample(metric.name, value, labels);

@@ -17,26 +17,17 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "common/metric_def.h"
 
 namespace imhash {
-
-// A metric as a daemon's table declares it, once (config_server/config_metrics.h): its name, its
-// type and its help.
-struct MetricDef {
-  enum class Type : uint8_t { kGauge, kCounter, kHistogram };
-  std::string_view name;
-  Type type;
-  std::string_view help;
-};
 
 class MetricsText {
  public:
   using Labels = std::vector<std::pair<std::string, std::string>>;
-  // Writes "# HELP" and "# TYPE" once per metric name, then the sample.
-  void gauge(std::string_view name, std::string_view help, double value, const Labels& labels = {});
-  void counter(std::string_view name, std::string_view help, double value,
-               const Labels& labels = {});
-  // A sample of a gauge or a counter declared in a table.
+  // Metrics are written from their declarations in a table (common/metric_def.h), so that a
+  // metric's type and help are said once; "# HELP" and "# TYPE" go before a name's first sample.
+  //
+  // A sample of a gauge or a counter (a histogram: histogram() below).
   void add(const MetricDef& metric, double value, const Labels& labels = {});
   // A histogram declared in a table: one "_bucket" sample per bound, cumulative, with its bound as
   // label "le" ("+Inf" last), then "_sum" and "_count".

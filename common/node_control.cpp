@@ -85,12 +85,9 @@ void NodeControl::start_metrics(std::function<void(MetricsText&)> render) {
       ctx_, endpoints_.metrics_host, endpoints_.metrics_port, [this, render = std::move(render)] {
         MetricsText m;
         render(m);
-        m.gauge("imhash_config_link_up", "1 while registered with the config server",
-                config_link_ && config_link_->connected() ? 1 : 0);
-        m.counter("imhash_config_link_refused_total",
-                  "config link sessions given up because the config server did not prove the "
-                  "cluster key",
-                  static_cast<double>(config_link_ ? config_link_->refused_handshakes() : 0));
+        m.add(node_metrics::kConfigLinkUp, config_link_ && config_link_->connected() ? 1 : 0);
+        m.add(node_metrics::kConfigLinkRefusedTotal,
+              static_cast<double>(config_link_ ? config_link_->refused_handshakes() : 0));
         return m.str();
       });
   metrics_->start();

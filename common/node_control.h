@@ -20,6 +20,19 @@
 
 namespace imhash {
 
+// What the /metrics of every hash and login server shows besides its own table
+// (hash_server/hash_metrics.h, login_server/login_counters.h), declared once: the daemon writes
+// the table version it runs; NodeControl::start_metrics adds the config link's figures.
+namespace node_metrics {
+inline constexpr MetricDef kTableVersion{"imhash_table_version", MetricDef::Type::kGauge,
+                                         "routing table version this server runs"};
+inline constexpr MetricDef kConfigLinkUp{"imhash_config_link_up", MetricDef::Type::kGauge,
+                                         "1 while registered with the config server"};
+inline constexpr MetricDef kConfigLinkRefusedTotal{
+    "imhash_config_link_refused_total", MetricDef::Type::kCounter,
+    "config link sessions given up because the config server did not prove the cluster key"};
+}  // namespace node_metrics
+
 class NodeControl {
  public:
   struct Endpoints {

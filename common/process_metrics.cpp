@@ -10,6 +10,14 @@ namespace imhash {
 
 namespace {
 
+// Every process's /metrics ends with these (common/metric_def.h).
+constexpr MetricDef kResidentMemoryBytes{"process_resident_memory_bytes", MetricDef::Type::kGauge,
+                                         "resident memory size in bytes"};
+constexpr MetricDef kMemoryLimitBytes{
+    "imhash_memory_limit_bytes", MetricDef::Type::kGauge,
+    "memory this process may use: its cgroup's limit (systemd MemoryMax=) or the host's memory, "
+    "whichever is smaller"};
+
 std::optional<uint64_t> read_number(const std::string& path) {
   std::ifstream in(path);
   uint64_t v = 0;
@@ -70,14 +78,10 @@ std::optional<uint64_t> memory_limit_bytes() {
 
 void append_process_metrics(MetricsText& m) {
   if (const auto rss = resident_memory_bytes()) {
-    m.gauge("process_resident_memory_bytes", "resident memory size in bytes",
-            static_cast<double>(*rss));
+    m.add(kResidentMemoryBytes, static_cast<double>(*rss));
   }
   if (const auto limit = memory_limit_bytes()) {
-    m.gauge("imhash_memory_limit_bytes",
-            "memory this process may use: its cgroup's limit (systemd MemoryMax=) or the host's "
-            "memory, whichever is smaller",
-            static_cast<double>(*limit));
+    m.add(kMemoryLimitBytes, static_cast<double>(*limit));
   }
 }
 

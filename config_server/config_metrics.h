@@ -1,11 +1,11 @@
 // Every figure the config server's /metrics shows, declared once: its name, its type and its help
-// (pelikan declares its metrics the same way, in one table beside the module; the login server's
-// are in login_server/login_counters.h). config_service_metrics.cpp, control_plane.cpp and
-// node_listener.cpp fill in the values; docs/operations.md and the alert rules
-// (deploy/prometheus/) use these names.
+// (pelikan declares its metrics the same way, in one table beside the module; the hash and login
+// servers' are in hash_server/hash_metrics.h and login_server/login_counters.h).
+// config_service_metrics.cpp, control_plane.cpp and node_listener.cpp fill in the values;
+// docs/operations.md and the alert rules (deploy/prometheus/) use these names.
 #pragma once
 
-#include "common/metrics.h"
+#include "common/metric_def.h"
 
 namespace imhash::config_metrics {
 

@@ -27,8 +27,6 @@ constexpr size_t kHandshakeBuffer = 4096;
 // one after the other per worker; a restart of many login servers behind one NAT address still
 // fits, as refused links are retried with back-off).
 constexpr ConnectionQuota::Limits kHandshakeLimits{.total = 1024, .per_source = 32};
-constexpr MetricDef kTurnSeconds{"imhash_hash_turn_seconds", MetricDef::Type::kHistogram,
-                                 "event-loop turns of the shard, by duration"};
 }  // namespace
 
 std::optional<std::string> table_mismatch(const Table& table, const std::string& name,
@@ -276,113 +274,6 @@ control::PurgeReport HashServer::purge_report() const {
                                            s.purge.total, s.purge.deleted, s.purge_id});
   }
   return r;
-}
-
-void HashServer::render_metrics(MetricsText& m) const {
-  m.gauge("imhash_table_version", "routing table version this server runs",
-          static_cast<double>(table_version_));
-  m.counter("imhash_hash_auth_refused_total",
-            "handshakes refused because the peer did not prove the cluster key",
-            static_cast<double>(auth_refused_));
-  m.counter("imhash_hash_tls_refused_total",
-            "handshakes refused because one side wanted TLS and the other did not",
-            static_cast<double>(tls_refused_));
-  m.counter("imhash_hash_connections_refused_total",
-            "connections closed at accept: over --max-connections (total) or "
-            "--max-connections-per-source (source)",
-            static_cast<double>(refused_total_cap_), {{"limit", "total"}});
-  m.counter("imhash_hash_connections_refused_total",
-            "connections closed at accept: over --max-connections (total) or "
-            "--max-connections-per-source (source)",
-            static_cast<double>(refused_source_cap_), {{"limit", "source"}});
-  m.gauge("imhash_hash_open_connections", "TCP connections held, handshaking or bound",
-          static_cast<double>(quota_.open()));
-  m.counter("imhash_stream_batches_retried_total",
-            "IMPORT batches of the outbound stream sent again (a timeout, a lost link)",
-            static_cast<double>(sender_->retries()));
-  m.gauge("imhash_stream_batches_queued", "IMPORT batches waiting to be sent or acknowledged",
-          static_cast<double>(sender_->queued()));
-  m.gauge("imhash_stream_records_per_second", "records per second the outbound stream delivers",
-          static_cast<double>(stream_rate_));
-  m.gauge("imhash_hash_filling",
-          "1 while the other replicas refill this server (it restarted empty): lookups are "
-          "answered NOT_READY, so another copy is read",
-          filling_ ? 1 : 0);
-  for (const auto& s : snapshots_) {
-    const MetricsText::Labels shard{{"shard", std::to_string(s.shard)}};
-    m.gauge("imhash_hash_records", "records held, per shard", static_cast<double>(s.records),
-            shard);
-    m.gauge("imhash_hash_memory_bytes", "bytes of the shard's table and address pool",
-            static_cast<double>(s.memory_bytes), shard);
-    m.gauge("imhash_hash_connections", "login server links bound to the shard",
-            static_cast<double>(s.connections), shard);
-    auto op = [&](const char* name, uint64_t v) {
-      m.counter("imhash_hash_requests_total", "requests answered, by operation",
-                static_cast<double>(v), {{"shard", std::to_string(s.shard)}, {"op", name}});
-    };
-    op("upsert", s.counters.upserts);
-    op("get", s.counters.gets);
-    op("delete", s.counters.deletes);
-    m.gauge("imhash_hash_tls_connections", "login server links bound to the shard over TLS",
-            static_cast<double>(s.tls_connections), shard);
-    m.counter("imhash_hash_tls_handshake_failures_total",
-              "TLS handshakes that failed (no certificate, one another CA signed, not TLS 1.3) "
-              "or timed out",
-              static_cast<double>(s.counters.tls_failures), shard);
-    m.counter("imhash_hash_moved_total", "requests answered MOVED (sender's table was older)",
-              static_cast<double>(s.counters.moved), shard);
-    m.counter("imhash_hash_bad_frames_total", "connections closed for malformed frames",
-              static_cast<double>(s.counters.bad_frames), shard);
-    m.counter("imhash_hash_purged_total", "records deleted by purges",
-              static_cast<double>(s.counters.purged), shard);
-    m.gauge("imhash_hash_longest_turn_seconds",
-            "longest event-loop turn of the shard since start-up (a batch of requests or a purge "
-            "step, with any store growth inside it)",
-            static_cast<double>(s.turns.longest_ns) * 1e-9, shard);
-    m.histogram(kTurnSeconds, s.turns.seconds, shard);
-    m.gauge("imhash_stream_running", "1 while the shard's outbound stream runs",
-            s.stream.state == Handoff::State::kRunning ? 1 : 0, shard);
-    m.gauge("imhash_stream_version", "table version the shard's current or last stream ran against",
-            static_cast<double>(s.stream.version), shard);
-    m.gauge("imhash_stream_scanned_slots", "slots the current or last stream examined",
-            static_cast<double>(s.stream.scanned), shard);
-    m.gauge("imhash_stream_total_slots", "slots the current or last stream has to examine",
-            static_cast<double>(s.stream.total), shard);
-    m.gauge("imhash_stream_records_sent",
-            "records of the current or last stream their new owners acknowledged",
-            static_cast<double>(s.stream.acked), shard);
-    for (const auto& [result, n] : {std::pair{"stored", s.counters.imported},
-                                    std::pair{"newer", s.counters.import_skipped_newer},
-                                    std::pair{"deleted", s.counters.import_skipped_deleted},
-                                    std::pair{"wrong_shard", s.counters.import_wrong_shard},
-                                    std::pair{"not_held", s.counters.import_not_held}}) {
-      m.counter(
-          "imhash_import_records_total",
-          "streamed records received: stored, or skipped because the shard held a newer one, "
-          "the id was deleted during the move, it belongs to another shard, or a table at least as "
-          "new as the batch's places it on another server",
-          static_cast<double>(n), {{"shard", std::to_string(s.shard)}, {"result", result}});
-    }
-    m.counter("imhash_repairs_skipped_deleted_total",
-              "read repairs not stored because the id was deleted during a move",
-              static_cast<double>(s.counters.repairs_skipped_deleted), shard);
-    m.gauge("imhash_tombstones", "deletes remembered while ids may still be moving",
-            static_cast<double>(s.tombstones), shard);
-    m.counter("imhash_hash_not_ready_total",
-              "lookups answered NOT_READY while the server was being refilled",
-              static_cast<double>(s.counters.not_ready), shard);
-    m.counter("imhash_tombstones_dropped_total",
-              "deletes not remembered during a move because the tombstone set was full",
-              static_cast<double>(s.counters.tombstones_dropped), shard);
-    m.gauge("imhash_purge_running", "1 while a purge runs on the shard",
-            s.purge.state == PurgeState::kRunning ? 1 : 0, shard);
-    m.gauge("imhash_purge_scanned_slots", "slots the current or last purge examined",
-            static_cast<double>(s.purge.scanned), shard);
-    m.gauge("imhash_purge_total_slots", "slots the current or last purge has to examine",
-            static_cast<double>(s.purge.total), shard);
-    m.gauge("imhash_purge_deleted", "records the current or last purge deleted",
-            static_cast<double>(s.purge.deleted), shard);
-  }
 }
 
 void HashServer::start_config_link(const std::string& advertised_address) {

@@ -2,7 +2,9 @@
 // the same way, in one table beside the module). The table below gives each plain counter its
 // field, its name in the heartbeat stats (the field's name) and its Prometheus name and help; the
 // labelled families (replies by status, drops by reason, the latency histogram, links by state)
-// follow it. Both /metrics and the heartbeat stats are generated from these declarations.
+// and the server's other figures follow it in login_metrics. Both /metrics and the heartbeat
+// stats are generated from these declarations; imhash_table_version and the config link's figures
+// are every node's (node_metrics in common/node_control.h).
 //
 // A plain value: each worker thread owns one; the main thread sums sampled copies.
 #pragma once
@@ -13,6 +15,7 @@
 #include <iterator>
 
 #include "common/histogram.h"
+#include "common/metric_def.h"
 #include "login_server/request_plan.h"
 
 namespace imhash {
@@ -37,6 +40,29 @@ namespace imhash {
   X(hints_dropped, "imhash_login_hints_dropped_total",                                          \
     "writes not held for a replica out of reach: its queue was full or it left the table")      \
   X(send_failures, "imhash_login_send_failures_total", "replies the kernel refused to send")
+
+namespace login_metrics {
+
+using Type = MetricDef::Type;
+
+inline constexpr MetricDef kRepliesTotal{"imhash_login_replies_total", Type::kCounter,
+                                         "replies sent to clients, by status"};
+inline constexpr MetricDef kDroppedTotal{"imhash_login_dropped_total", Type::kCounter,
+                                         "datagrams dropped without a reply, by reason"};
+inline constexpr MetricDef kLinks{"imhash_login_links", Type::kGauge,
+                                  "links to hash server shards, by state"};
+inline constexpr MetricDef kHeldWrites{
+    "imhash_login_held_writes", Type::kGauge,
+    "writes held for a hash server whose links cannot take them (replicas), not yet applied there"};
+inline constexpr MetricDef kLinkRefusedTotal{
+    "imhash_login_link_refused_total", Type::kCounter,
+    "link handshakes given up because the hash server did not prove the cluster key or its TLS "
+    "failed"};
+inline constexpr MetricDef kRequestSeconds{
+    "imhash_login_request_seconds", Type::kHistogram,
+    "time from a client's datagram to its reply, for requests sent to hash servers"};
+
+}  // namespace login_metrics
 
 struct LoginCounters {
 #define IMHASH_LOGIN_FIELD(field, metric, help) uint64_t field = 0;

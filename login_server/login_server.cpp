@@ -38,10 +38,6 @@ udp::socket bind_udp(asio::io_context& ctx, const udp::endpoint& at) {
   return s;
 }
 
-constexpr MetricDef kLoginRequestSeconds{
-    "imhash_login_request_seconds", MetricDef::Type::kHistogram,
-    "time from a client's datagram to its reply, for requests sent to hash servers"};
-
 // Runs the main io_context (bounded) until `done()`, so the config link can bring the first table.
 void run_until(asio::io_context& ctx, const std::function<bool()>& done,
                std::chrono::milliseconds limit) {
@@ -142,41 +138,31 @@ boost::json::object LoginServer::stats() const {
 }
 
 void LoginServer::render_metrics(MetricsText& m) const {
+  namespace lm = login_metrics;
   const auto routing = tables_.latest();
-  m.gauge("imhash_table_version", "routing table version this server runs",
-          routing ? static_cast<double>(routing->version()) : 0);
+  m.add(node_metrics::kTableVersion, routing ? static_cast<double>(routing->version()) : 0);
   const LoginCounters s = sum();
 #define IMHASH_LOGIN_METRIC(field, metric, help) \
-  m.counter(metric, help, static_cast<double>(s.field));
+  m.add(MetricDef{metric, MetricDef::Type::kCounter, help}, static_cast<double>(s.field));
   IMHASH_LOGIN_COUNTERS(IMHASH_LOGIN_METRIC)
 #undef IMHASH_LOGIN_METRIC
   for (size_t i = 0; i < LoginCounters::kStatuses; ++i) {
-    m.counter("imhash_login_replies_total", "replies sent to clients, by status",
-              static_cast<double>(s.replies_by_status[i]),
-              {{"status", client::to_string(static_cast<client::Status>(i))}});
+    m.add(lm::kRepliesTotal, static_cast<double>(s.replies_by_status[i]),
+          {{"status", client::to_string(static_cast<client::Status>(i))}});
   }
   for (size_t i = 0; i < static_cast<size_t>(DropReason::kCount); ++i) {
-    m.counter("imhash_login_dropped_total", "datagrams dropped without a reply, by reason",
-              static_cast<double>(s.dropped[i]),
-              {{"reason", to_string(static_cast<DropReason>(i))}});
+    m.add(lm::kDroppedTotal, static_cast<double>(s.dropped[i]),
+          {{"reason", to_string(static_cast<DropReason>(i))}});
   }
-  m.gauge("imhash_login_links", "links to hash server shards, by state", s.links_up,
-          {{"state", "up"}});
-  m.gauge("imhash_login_links", "links to hash server shards, by state", s.links_down,
-          {{"state", "down"}});
+  m.add(lm::kLinks, s.links_up, {{"state", "up"}});
+  m.add(lm::kLinks, s.links_down, {{"state", "down"}});
   // Replicas: the replication lag as this login server sees it (a server it holds nothing for is
   // not listed).
   for (const auto& [server, n] : held_writes()) {
-    m.gauge("imhash_login_held_writes",
-            "writes held for a hash server whose links cannot take them (replicas), not yet "
-            "applied there",
-            static_cast<double>(n), {{"server", server}});
+    m.add(lm::kHeldWrites, static_cast<double>(n), {{"server", server}});
   }
-  m.counter("imhash_login_link_refused_total",
-            "link handshakes given up because the hash server did not prove the cluster key or "
-            "its TLS failed",
-            static_cast<double>(config_.worker.link.refused_handshakes->load()));
-  m.histogram(kLoginRequestSeconds, s.latency);
+  m.add(lm::kLinkRefusedTotal, static_cast<double>(config_.worker.link.refused_handshakes->load()));
+  m.histogram(lm::kRequestSeconds, s.latency);
 }
 
 void LoginServer::start_config_link(const std::string& udp_address) {
