@@ -86,7 +86,7 @@ struct ConfigLink::State {
   template <typename F>
   void invoke(const char* what, F&& f);
   std::string who() const {
-    return std::string("config link (") + control::to_string(self.role) + " " + self.name + ")";
+    return std::string("config link (") + to_string(self.role) + " " + self.name + ")";
   }
 
   // Constant after construction.
@@ -328,7 +328,7 @@ bool ConfigLink::State::handle(control::Message& m, std::string& reason) {
       failure_level = spdlog::level::err;
       return false;
     }
-    const std::string role = control::to_string(self.role);
+    const std::string role = to_string(self.role);
     const link_auth::Transcript t{.link = "config",
                                   .client_role = role,
                                   .client_name = self.name,
@@ -516,7 +516,7 @@ void ConfigLink::State::encode_output() {
     registered = true;
     control::append_message(self, out);
     register_due = false;
-    stream_due = self.role == control::Role::kHash;
+    stream_due = self.role == Role::kHash;
   }
   if (ack_due && registered) {
     control::append_message(control::Ack{*ack_due}, out);

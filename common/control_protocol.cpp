@@ -176,7 +176,7 @@ bool read_pushed_table(JsonValue value, Table& out) {
 }
 
 bool decode_register(JsonObject& o, Register& m) {
-  o.need("role").choice(m.role, kRoles, to_string);
+  o.need("role").choice(m.role, kRoles, imhash::to_string);
   o.need("name").string(m.name);
   o.need("address").string(m.address);
   o.need("shards").integer(m.shards);
@@ -306,7 +306,7 @@ bool decode_object(const json::value& doc, Message& out, std::string& error) {
     o.get("leader").string(r.leader);
   } else if (type == "auth_hello") {
     AuthHello& h = m.emplace<AuthHello>();
-    o.need("role").choice(h.role, kRoles, to_string);
+    o.need("role").choice(h.role, kRoles, imhash::to_string);
     o.need("name").string(h.name);
     o.need("nonce").string(h.nonce);
   } else if (type == "auth_challenge") {
@@ -422,20 +422,6 @@ const char* to_string(DecodeStatus s) {
       return "invalid message";
   }
   return "?";
-}
-
-const char* to_string(Role r) {
-  switch (r) {
-    case Role::kHash:
-      return "hash";
-    case Role::kLogin:
-      return "login";
-  }
-  return "?";
-}
-
-std::optional<Role> parse_role(std::string_view text) {
-  return parse_name(text, kRoles, to_string);
 }
 
 const char* purge_action_name(PurgeAction a) {

@@ -52,6 +52,7 @@
 
 #include "common/bytes.h"
 #include "common/frame_protocol.h"
+#include "common/role.h"
 #include "common/stream_buffer.h"
 #include "common/table.h"
 
@@ -59,8 +60,6 @@ namespace imhash::control {
 
 inline constexpr size_t kLengthPrefixSize = 4;
 inline constexpr uint32_t kMaxMessageSize = 16 << 20;  // JSON bytes after the prefix
-
-enum class Role : uint8_t { kHash, kLogin };
 
 // ---- node -> config ----
 
@@ -268,7 +267,6 @@ DecodeStatus drain_messages(StreamBuffer& in, std::string& error, OnMessage&& on
   }
 }
 
-inline constexpr std::array kRoles{Role::kHash, Role::kLogin};
 inline constexpr std::array kPurgeActions{
     frame::PurgeAction::kStatus, frame::PurgeAction::kNotOwned, frame::PurgeAction::kOlderThan,
     frame::PurgeAction::kAll, frame::PurgeAction::kCancel};
@@ -283,8 +281,6 @@ inline constexpr std::array kPurgeStates{frame::PurgeState::kIdle, frame::PurgeS
 boost::json::object purge_shard_json(const PurgeShard& s);
 
 const char* to_string(DecodeStatus s);
-const char* to_string(Role r);
-std::optional<Role> parse_role(std::string_view text);
 // The wire names of the purge vocabulary: "status", "not_owned", "older_than", "all", "cancel";
 // "idle", "running", "done", "cancelled".
 const char* purge_action_name(frame::PurgeAction a);

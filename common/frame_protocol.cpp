@@ -122,16 +122,6 @@ const char* to_string(FrameType t) {
   return "?";
 }
 
-const char* to_string(PeerRole r) {
-  switch (r) {
-    case PeerRole::kLogin:
-      return "login";
-    case PeerRole::kHash:
-      return "hash";
-  }
-  return "?";
-}
-
 const char* to_string(FrameStatus s) {
   switch (s) {
     case FrameStatus::kOk:
@@ -196,7 +186,7 @@ DecodeStatus decode_request(const Header& h, std::span<const uint8_t> body, Requ
   out.protocol_version = 0;
   out.shard = 0;
   out.name = {};
-  out.role = PeerRole::kLogin;
+  out.role = Role::kLogin;
   out.auth = {};
   out.purge = PurgeAction::kStatus;
   out.record_count = 0;
@@ -210,11 +200,11 @@ DecodeStatus decode_request(const Header& h, std::span<const uint8_t> body, Requ
       out.name = get_name(r);
       if (h.flags & kFlagAuth) {
         const uint8_t role = r.u8();
-        if (role != static_cast<uint8_t>(PeerRole::kLogin) &&
-            role != static_cast<uint8_t>(PeerRole::kHash)) {
+        if (role != static_cast<uint8_t>(Role::kLogin) &&
+            role != static_cast<uint8_t>(Role::kHash)) {
           return DecodeStatus::kBadBody;
         }
-        out.role = static_cast<PeerRole>(role);
+        out.role = static_cast<Role>(role);
         out.auth = get_bytes(r, kHelloAuthRequestSize - 1);
       }
       break;

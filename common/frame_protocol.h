@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/endpoint.h"
+#include "common/role.h"
 #include "common/stream_buffer.h"
 
 namespace imhash::frame {
@@ -69,10 +70,6 @@ enum FrameFlag : uint8_t {
   kFlagAuth = 0x04,      // HELLO (request and OK response): carries the cluster-key handshake
   kFlagTls = 0x08,  // HELLO (request and OK response): TLS starts once the handshake is answered
 };
-
-// Who dials a hash port (HELLO with kFlagAuth carries it, and the proofs bind it).
-enum class PeerRole : uint8_t { kLogin = 1, kHash = 2 };
-const char* to_string(PeerRole r);
 
 // The handshake's sizes (common/link_auth.h): HELLO+kFlagAuth request: role (1) + client nonce;
 // HELLO+kFlagAuth OK response: server nonce + server proof; AUTH request: the client proof.
@@ -153,7 +150,7 @@ struct Request {
   uint16_t protocol_version = 0;  // HELLO
   uint16_t shard = 0;             // HELLO: the shard this connection serves
   std::string_view name{};        // HELLO: the peer's name (points into the decoded bytes)
-  PeerRole role = PeerRole::kLogin;  // HELLO with kFlagAuth
+  Role role = Role::kLogin;       // HELLO with kFlagAuth: who dials (the proofs bind it)
   // HELLO with kFlagAuth: the client nonce; AUTH: the client proof (binary, into the decoded bytes)
   std::string_view auth{};
   PurgeAction purge = PurgeAction::kStatus;  // PURGE

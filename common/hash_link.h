@@ -44,7 +44,7 @@ struct LinkSettings {
   std::chrono::milliseconds dead_after{1000};
   std::string client_name = "login";
   // Who dials: a login server, or a hash server streaming records (the proofs bind it).
-  frame::PeerRole role = frame::PeerRole::kLogin;
+  Role role = Role::kLogin;
   // --cluster-key-file: prove it to each hash server and make it prove it back; empty: no proof.
   std::vector<uint8_t> cluster_key;
   // --tls-cert, --tls-key, --tls-ca (common/tls_options.h): after the handshake's answers each

@@ -23,7 +23,7 @@ namespace {
 // must be one they can: HOST:PORT as a table holds it, and not an unspecified address (a login
 // server dialling 0.0.0.0 or :: reaches itself). A login server's address is only shown.
 std::string registration_problem(const control::Register& reg) {
-  if (reg.role != control::Role::kHash) return {};
+  if (reg.role != Role::kHash) return {};
   if (std::string problem = check_host_port(reg.address); !problem.empty()) {
     return "hash server " + reg.name + " registered the address " + quoted_value(reg.address) +
            ", which " + problem;
@@ -269,7 +269,7 @@ Actions ClusterController::on_link_closed(LinkId link) {
 std::string ClusterController::name_held(const NodeKey& key, LinkId asking) const {
   const Node* held = registry_.find(key);
   if (!held || !registry_.name_held(key, asking, open_link(*held) != 0)) return {};
-  return "the name " + held->name + " is held by a live " + control::to_string(held->role) +
+  return "the name " + held->name + " is held by a live " + to_string(held->role) +
          " server connected from " + peer_of_(held->link) +
          "; a second connection cannot take it over (stop that server, or give this one another "
          "--name)";
@@ -337,7 +337,7 @@ void ClusterController::on_servers_down(const std::vector<NodeKey>& down, Now no
   for (const NodeKey& key : down) {
     out.log(LogLevel::kWarn, fmt::format("{} is DOWN: {} heartbeats missed", key.text(),
                                          settings_.missed_heartbeats_down));
-    if (key.role != control::Role::kHash) continue;
+    if (key.role != Role::kHash) continue;
     // A refill waits for nothing more from it; its own refill starts over when it is back.
     refills_.cancel(key.name);
     for (const std::string& refilled : refills_.drop_peer(key.name, now.steady_ns)) {

@@ -154,7 +154,7 @@ class ClusterController {
   // Whether the hash server `name` is in some version of the table.
   bool was_ever_member(const std::string& name) const { return ever_members_.count(name) != 0; }
   const NodeRecord* find_hash(const std::string& name) const {
-    return registry_.find({control::Role::kHash, name});
+    return registry_.find({Role::kHash, name});
   }
   uint64_t refused_name_held() const { return refused_name_held_; }
   // The login servers that are up and hold writes for `server`, or have not heartbeat since
@@ -230,7 +230,7 @@ class ClusterController {
   void update_refills(Now now, Out& out);
   void maybe_auto_purge(Now now, Out& out);
   void on_servers_down(const std::vector<NodeKey>& down, Now now, Out& out);
-  Node* hash_node(const std::string& name) { return registry_.find({control::Role::kHash, name}); }
+  Node* hash_node(const std::string& name) { return registry_.find({Role::kHash, name}); }
 
   ControllerSettings settings_;
   PeerOf peer_of_;

@@ -35,7 +35,7 @@ json::value ConfigService::table_value(const Table& t) {
 
 json::object ConfigService::node_json(const Node& n) const {
   const double heard_ms = static_cast<double>(monotonic_ns() - n.last_heard_ns) / 1e6;
-  json::object o{{"role", control::to_string(n.role)},
+  json::object o{{"role", to_string(n.role)},
                  {"name", n.name},
                  {"address", n.address},
                  {"state", !n.up       ? "down"

@@ -34,7 +34,7 @@ std::string ConfigService::metrics_text() const {
   for (const auto& [key, n] : controller_.registry().nodes()) {
     const int role = n.is_hash() ? 0 : 1;
     (!n.up ? down : n.lagging ? lagging : up)[role] += 1;
-    const MetricsText::Labels who{{"role", control::to_string(n.role)}, {"name", n.name}};
+    const MetricsText::Labels who{{"role", to_string(n.role)}, {"name", n.name}};
     m.add(config_metrics::kNodeVersion, static_cast<double>(n.version), who);
     m.add(config_metrics::kNodeUp, n.up ? 1 : 0, who);
     m.add(config_metrics::kNodeLagging, n.up && n.lagging ? 1 : 0, who);
@@ -54,7 +54,7 @@ std::string ConfigService::metrics_text() const {
     m.add(config_metrics::kRefillRecordsSent, o.at("records_sent").to_number<double>(), who);
   }
   for (int role = 0; role < 2; ++role) {
-    const char* name = control::to_string(role == 0 ? control::Role::kHash : control::Role::kLogin);
+    const char* name = to_string(role == 0 ? Role::kHash : Role::kLogin);
     m.add(config_metrics::kNodes, up[role], {{"role", name}, {"state", "up"}});
     m.add(config_metrics::kNodes, down[role], {{"role", name}, {"state", "down"}});
     m.add(config_metrics::kNodes, lagging[role], {{"role", name}, {"state", "lagging"}});

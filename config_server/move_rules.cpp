@@ -46,7 +46,7 @@ PurgeWaits purge_waits(const PendingPurge& p, const NodeRegistry& nodes, uint64_
   if (!behind.empty()) {
     out.waits.push_back("nodes to run version " + std::to_string(p.version) + ": " + behind);
   }
-  const NodeRecord* n = nodes.find({control::Role::kHash, p.server});
+  const NodeRecord* n = nodes.find({Role::kHash, p.server});
   if (!n || !n->up || !n->link) {
     out.waits.push_back("server down (" +
                         std::string(!n       ? "not registered"

@@ -18,7 +18,7 @@ NodeAuth::Verdict NodeAuth::on_message(const control::Message& m,
   // What both proofs bind (role_ and name_ are the ones the auth_hello gave).
   auto transcript = [&] {
     return link_auth::Transcript{.link = "config",
-                                 .client_role = control::to_string(role_),
+                                 .client_role = to_string(role_),
                                  .client_name = name_,
                                  .server_name = "config",
                                  .client_nonce = client_nonce_,
@@ -69,8 +69,8 @@ NodeAuth::Verdict NodeAuth::on_message(const control::Message& m,
       }
       if (const auto* r = std::get_if<control::Register>(&m);
           r && (r->role != role_ || r->name != name_)) {
-        why = "registers as " + std::string(control::to_string(r->role)) + " " + r->name +
-              " after proving the key as " + control::to_string(role_) + " " + name_;
+        why = "registers as " + std::string(to_string(r->role)) + " " + r->name +
+              " after proving the key as " + to_string(role_) + " " + name_;
         return Verdict::kRefuse;
       }
       return Verdict::kPass;

@@ -35,7 +35,7 @@ class NodeAuth {
   enum class Stage { kHello, kProof, kDone };
   std::vector<uint8_t> key_;
   Stage stage_ = Stage::kHello;
-  control::Role role_ = control::Role::kHash;
+  Role role_ = Role::kHash;
   std::string name_;
   link_auth::Nonce client_nonce_{};
   link_auth::Nonce server_nonce_{};

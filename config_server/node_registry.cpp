@@ -4,7 +4,7 @@
 
 namespace imhash::cluster {
 
-std::string NodeKey::text() const { return std::string(control::to_string(role)) + "/" + name; }
+std::string NodeKey::text() const { return std::string(to_string(role)) + "/" + name; }
 
 const char* version_source_name(VersionSource from) {
   switch (from) {

@@ -29,15 +29,23 @@ using LinkId = uint64_t;
 
 // A node is known by its role and its name: a hash server and a login server may share a name.
 struct NodeKey {
-  control::Role role = control::Role::kHash;
+  Role role = Role::kHash;
   std::string name;
-  auto operator<=>(const NodeKey&) const = default;
+  // Hash servers first, then login servers, each by name: the order imctl status, the status page
+  // and /metrics list nodes in. Not Role's order: its values are a byte on the wire, login first.
+  std::strong_ordering operator<=>(const NodeKey& o) const {
+    if (const auto by_role = (role == Role::kLogin) <=> (o.role == Role::kLogin); by_role != 0) {
+      return by_role;
+    }
+    return name <=> o.name;
+  }
+  bool operator==(const NodeKey&) const = default;
   std::string text() const;  // "hash/hash1", as logs and imctl show it
 };
 
 // What the config server knows of one node.
 struct NodeRecord {
-  control::Role role = control::Role::kHash;
+  Role role = Role::kHash;
   std::string name;
   std::string address;
   uint32_t shards = 0;
@@ -69,7 +77,7 @@ struct NodeRecord {
   LinkId link = 0;  // the link it registered on, while that is open
 
   NodeKey key() const { return {role, name}; }
-  bool is_hash() const { return role == control::Role::kHash; }
+  bool is_hash() const { return role == Role::kHash; }
   // A hash server that sent a stream report since it registered knows streams (it sends one right
   // after registering). One that never does is of a version before streams, which closes its
   // link on a message it does not know: it is sent no stream command, and its automatic purge

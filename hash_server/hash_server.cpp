@@ -48,7 +48,7 @@ HashServer::HashServer(HashServerConfig config)
       sample_timer_(ctx_) {
   LinkSettings links;
   links.client_name = config_.name;
-  links.role = PeerRole::kHash;
+  links.role = Role::kHash;
   links.cluster_key = config_.control.cluster_key.key;
   links.tls = config_.control.tls.context;
   // A batch is a thousand records: give a busy target time to store it.
@@ -278,7 +278,7 @@ control::PurgeReport HashServer::purge_report() const {
 
 void HashServer::start_config_link(const std::string& advertised_address) {
   control::Register self;
-  self.role = control::Role::kHash;
+  self.role = Role::kHash;
   self.name = config_.name;
   self.address = advertised_address;
   self.shards = config_.shards;

@@ -167,7 +167,7 @@ void LoginServer::render_metrics(MetricsText& m) const {
 
 void LoginServer::start_config_link(const std::string& udp_address) {
   control::Register self;
-  self.role = control::Role::kLogin;
+  self.role = Role::kLogin;
   self.name = config_.name;
   self.address = udp_address;
   self.version = tables_.latest() ? tables_.latest()->version() : 0;

@@ -19,8 +19,7 @@ inline constexpr int64_t kSecondNs = 1'000'000'000;
 inline constexpr int64_t kDownAfterNs = 3 * kSecondNs;
 
 // A node's register message: `role` `name` at 127.0.0.1:7000, 2 shards, running `version`.
-inline control::Register registration(control::Role role, const std::string& name,
-                                      uint64_t version) {
+inline control::Register registration(Role role, const std::string& name, uint64_t version) {
   control::Register r;
   r.role = role;
   r.name = name;

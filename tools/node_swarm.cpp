@@ -198,7 +198,7 @@ int swarm_main(int argc, char** argv) {
 
   const auto start_link = [&](uint32_t i) {
     imhash::control::Register self;
-    self.role = imhash::control::Role::kLogin;
+    self.role = imhash::Role::kLogin;
     self.name = prefix + "-" + std::to_string(i);
     self.address = "127.0.0.1:" + std::to_string(node_port(i));
     self.shards = 0;

@@ -99,7 +99,7 @@ TEST_CASE(
   REQUIRE(fd >= 0);
   std::vector<uint8_t> out;
   control::append_message(
-      control::Register{control::Role::kHash, "hash9", "0.0.0.0:7001", 1, 0, 1, false, false}, out);
+      control::Register{Role::kHash, "hash9", "0.0.0.0:7001", 1, 0, 1, false, false}, out);
   REQUIRE(write(fd, out.data(), out.size()) == static_cast<ssize_t>(out.size()));
   std::vector<uint8_t> in;
   uint8_t buf[4096];

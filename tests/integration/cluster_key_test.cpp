@@ -143,7 +143,7 @@ TEST_CASE(
                          .flags = frame::kFlagAuth,
                          .protocol_version = frame::kProtocolVersion,
                          .name = "impostor",
-                         .role = frame::PeerRole::kLogin};
+                         .role = Role::kLogin};
     hello.auth = std::string_view(reinterpret_cast<const char*>(nonce.data()), nonce.size());
     const std::string forged(link_auth::kProofSize, '\0');
     frame::Request auth{.type = frame::FrameType::kAuth, .correlation = 1, .auth = forged};
@@ -165,7 +165,7 @@ TEST_CASE(
   {
     RawConnection raw(port_of(c.config_address()));
     control::Register impostor{
-        .role = control::Role::kHash, .name = "hash1", .address = "10.6.6.6:7001", .shards = 1};
+        .role = Role::kHash, .name = "hash1", .address = "10.6.6.6:7001", .shards = 1};
     std::vector<uint8_t> out;
     control::append_message(impostor, out);
     raw.send_all(out);

@@ -133,12 +133,12 @@ class RawNode {
   bool eof_ = false;
 };
 
-control::Register registration(control::Role role, const std::string& name,
-                               const std::string& address, uint64_t version = 0) {
+control::Register registration(Role role, const std::string& name, const std::string& address,
+                               uint64_t version = 0) {
   return control::Register{.role = role,
                            .name = name,
                            .address = address,
-                           .shards = role == control::Role::kHash ? 1u : 0u,
+                           .shards = role == Role::kHash ? 1u : 0u,
                            .version = version,
                            .pid = 4242};
 }
@@ -201,7 +201,7 @@ TEST_CASE("hostile node port: an impostor under a live hash server's name is ref
   const json::object before = node_status(c, "hash1");
 
   RawNode impostor(c.config_address());
-  impostor.send(registration(control::Role::kHash, "hash1", "10.6.6.6:7001"));
+  impostor.send(registration(Role::kHash, "hash1", "10.6.6.6:7001"));
   const auto answer = impostor.next();
   REQUIRE(answer);
   const auto* refused = std::get_if<control::Refused>(&*answer);
@@ -275,7 +275,7 @@ TEST_CASE(
   // A fake login server: registers at version 0, acks a version never pushed, and then heartbeats
   // "version 0" forever without installing anything.
   RawNode fake(c.config_address());
-  fake.send(registration(control::Role::kLogin, "fake1", "127.0.0.1:9"));
+  fake.send(registration(Role::kLogin, "fake1", "127.0.0.1:9"));
   REQUIRE(fake.next_of<control::Welcome>());
   fake.send(control::Ack{std::numeric_limits<uint64_t>::max()});
   fake.send(control::Heartbeat{std::numeric_limits<uint64_t>::max(), {}, {}, 0});
@@ -359,7 +359,7 @@ TEST_CASE("hostile node port: silent links and oversize length prefixes are clos
   RawNode silent(c.config_address());
   // Registers, then says nothing: closed by the idle timeout (it is DOWN long before).
   RawNode quiet(c.config_address());
-  quiet.send(registration(control::Role::kLogin, "quiet1", "127.0.0.1:9"));
+  quiet.send(registration(Role::kLogin, "quiet1", "127.0.0.1:9"));
   REQUIRE(quiet.next_of<control::Welcome>());
   // A length prefix above what an unregistered link may send (64 KiB), and one above the
   // registered limit (1 MiB) after a registration.
@@ -368,7 +368,7 @@ TEST_CASE("hostile node port: silent links and oversize length prefixes are clos
   RawNode huge(c.config_address());
   huge.send_raw({0x7f, 0xff, 0xff, 0xff});
   RawNode registered_big(c.config_address());
-  registered_big.send(registration(control::Role::kLogin, "big1", "127.0.0.1:9"));
+  registered_big.send(registration(Role::kLogin, "big1", "127.0.0.1:9"));
   REQUIRE(registered_big.next_of<control::Welcome>());
   registered_big.send_raw({0x00, 0x10, 0x00, 0x01, '{'});
 

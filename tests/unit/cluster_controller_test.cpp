@@ -91,8 +91,8 @@ struct Cluster {
   std::map<std::string, uint64_t> runs;  // the version each node runs (its heartbeats say it)
   LinkId last_link = 0;
 
-  static control::Role role(const std::string& name) {
-    return name.starts_with("login") ? control::Role::kLogin : control::Role::kHash;
+  static Role role(const std::string& name) {
+    return name.starts_with("login") ? Role::kLogin : Role::kHash;
   }
   LinkId of(const std::string& name) { return link.at(name); }
   const cluster::NodeRecord& node(const std::string& name) {
@@ -154,7 +154,7 @@ struct Cluster {
     std::vector<ServerSpec> specs;
     for (const std::string& name : names) {
       join(name, 0);
-      if (role(name) == control::Role::kHash) {
+      if (role(name) == Role::kHash) {
         stream(name, StreamState::kIdle, 0);
         specs.push_back(spec(name));
       }
@@ -198,7 +198,7 @@ TEST_CASE("cluster controller: a hash server that registers is welcomed and push
 TEST_CASE("cluster controller: a hash server registering an unspecified address is refused") {
   Cluster k;
   k.c.load(StoredState{two_servers(3, 1000), {}, {}, {"hash1", "hash2"}}, k.now, false);
-  control::Register reg = registration(control::Role::kHash, "hash1", 1);
+  control::Register reg = registration(Role::kHash, "hash1", 1);
   reg.address = "0.0.0.0:7000";
   const Actions a = k.c.on_message(7, reg, k.now);
   const auto refused = actions_on<cluster::RefuseLink>(a, 7);

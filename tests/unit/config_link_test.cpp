@@ -186,8 +186,7 @@ struct Harness {
 };
 
 control::Register hash_self() {
-  return control::Register{
-      control::Role::kHash, "hash1", "127.0.0.1:7001", 4, 0, 4242, false, false};
+  return control::Register{Role::kHash, "hash1", "127.0.0.1:7001", 4, 0, 4242, false, false};
 }
 
 ConfigLinkSettings fast() {
@@ -324,10 +323,9 @@ TEST_CASE("config_link: keeps retrying while the config server is down, connects
   std::vector<bool> states;
   ConfigLink::Callbacks cb;
   cb.on_state = [&](bool up) { states.push_back(up); };
-  link.emplace(
-      h.ctx, "127.0.0.1:" + std::to_string(port),
-      control::Register{control::Role::kLogin, "login-a", "127.0.0.1:9000", 0, 3, 1, false, false},
-      cb, fast());
+  link.emplace(h.ctx, "127.0.0.1:" + std::to_string(port),
+               control::Register{Role::kLogin, "login-a", "127.0.0.1:9000", 0, 3, 1, false, false},
+               cb, fast());
   h.on_failure = [&] {
     if (link) link->stop();
   };
@@ -340,7 +338,7 @@ TEST_CASE("config_link: keeps retrying while the config server is down, connects
     h.listen(port);
     Peer peer = co_await h.accept();
     const auto reg = co_await peer.wait_for<control::Register>();
-    expect(reg.role == control::Role::kLogin && reg.version == 3 && reg.shards == 0,
+    expect(reg.role == Role::kLogin && reg.version == 3 && reg.shards == 0,
            "a login server registers with the version it started with");
     {
       const std::vector<Message> out = msgs(control::Welcome{0, 3});

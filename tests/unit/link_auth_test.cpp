@@ -79,6 +79,23 @@ TEST_CASE("link_auth: nonces are fresh, and hex reads back") {
   CHECK((*mixed_case)[3] == 0xef);
 }
 
+TEST_CASE("frame protocol: the HELLO's role byte is 1 for a login server, 2 for a hash server") {
+  using namespace frame;
+  const std::string nonce(16, 'n');
+  for (const auto& [role, byte] : {std::pair{Role::kLogin, 1}, std::pair{Role::kHash, 2}}) {
+    const Request hello{.type = FrameType::kHello,
+                        .flags = kFlagAuth,
+                        .protocol_version = kProtocolVersion,
+                        .name = "n1",
+                        .role = role,
+                        .auth = nonce};
+    std::vector<uint8_t> out;
+    append_request(hello, out);
+    REQUIRE(out.size() > nonce.size());
+    CHECK(out[out.size() - nonce.size() - 1] == byte);  // the body ends: role, client nonce
+  }
+}
+
 TEST_CASE("frame protocol: the handshake's HELLO, its answer and AUTH round-trip") {
   using namespace frame;
   const std::string nonce(16, 'n');
@@ -88,7 +105,7 @@ TEST_CASE("frame protocol: the handshake's HELLO, its answer and AUTH round-trip
                 .protocol_version = kProtocolVersion,
                 .shard = 1,
                 .name = "login1",
-                .role = PeerRole::kHash,
+                .role = Role::kHash,
                 .auth = nonce};
   const std::string proof(32, 'p');
   const Request auth{.type = FrameType::kAuth, .correlation = 4, .auth = proof};
@@ -141,7 +158,7 @@ TEST_CASE("frame protocol: the handshake's HELLO, its answer and AUTH round-trip
   Request got;
   CHECK(decode_request(h, body, got) == DecodeStatus::kBadBody);
   Request bad_role = hello;
-  bad_role.role = static_cast<PeerRole>(9);
+  bad_role.role = static_cast<Role>(9);
   out.clear();
   append_request(bad_role, out);
   REQUIRE(next_frame(out, h, body, used) == DecodeStatus::kOk);
@@ -150,7 +167,7 @@ TEST_CASE("frame protocol: the handshake's HELLO, its answer and AUTH round-trip
 
 TEST_CASE("control protocol: the handshake's messages round-trip") {
   const std::vector<control::Message> messages = {
-      control::AuthHello{control::Role::kLogin, "login1", std::string(32, 'a')},
+      control::AuthHello{Role::kLogin, "login1", std::string(32, 'a')},
       control::AuthChallenge{std::string(32, 'b'), std::string(64, 'c')},
       control::AuthProof{std::string(64, 'd')}};
   for (const auto& m : messages) {
@@ -176,7 +193,7 @@ struct NodeSide {
     t.client_nonce = link_auth::make_nonce().value();
   }
   control::AuthHello hello() const {
-    return control::AuthHello{control::Role::kHash, "hash1", to_hex(t.client_nonce)};
+    return control::AuthHello{Role::kHash, "hash1", to_hex(t.client_nonce)};
   }
   // Checks the challenge; the proof to send, or nullopt if the server did not prove the key.
   std::optional<control::AuthProof> answer(const control::AuthChallenge& c) {
@@ -188,7 +205,7 @@ struct NodeSide {
 };
 
 control::Register hash1() {
-  return control::Register{.role = control::Role::kHash, .name = "hash1", .address = "a:1"};
+  return control::Register{.role = Role::kHash, .name = "hash1", .address = "a:1"};
 }
 
 }  // namespace

@@ -32,12 +32,11 @@ StreamReport stream(StreamState state, uint64_t version) {
 NodeRegistry moved_cluster() {
   NodeRegistry reg(3 * kSecondNs);
   uint64_t link = 0;
-  for (const auto& [role, name] :
-       {std::pair{control::Role::kHash, "hash1"}, std::pair{control::Role::kHash, "hash2"},
-        std::pair{control::Role::kLogin, "login1"}}) {
+  for (const auto& [role, name] : {std::pair{Role::kHash, "hash1"}, std::pair{Role::kHash, "hash2"},
+                                   std::pair{Role::kLogin, "login1"}}) {
     reg.on_register(registration(role, name, 5), ++link, 0, 5);
   }
-  reg.find({control::Role::kHash, "hash1"})->stream = stream(StreamState::kDone, 5);
+  reg.find({Role::kHash, "hash1"})->stream = stream(StreamState::kDone, 5);
   return reg;
 }
 
@@ -60,7 +59,7 @@ TEST_CASE("move rules: the automatic purge goes once all three conditions hold")
   CHECK(settling.waits[0].find("the nodes registering with the new leader") == 0);
 
   // 2. Every node that is waited for runs the version: a login server still on 4 holds it back...
-  NodeRecord& login = *reg.find({control::Role::kLogin, "login1"});
+  NodeRecord& login = *reg.find({Role::kLogin, "login1"});
   login.version = 4;
   const auto behind = cluster::purge_waits(kPending, reg, 60'000, 0);
   REQUIRE(behind.waits.size() == 1);
@@ -73,7 +72,7 @@ TEST_CASE("move rules: the automatic purge goes once all three conditions hold")
   CHECK(cluster::purge_waits(kPending, reg, 60'000, 0).waits.empty());
 
   // 3. The server's stream is done at the version or a later one, and the server is reachable.
-  NodeRecord& hash1 = *reg.find({control::Role::kHash, "hash1"});
+  NodeRecord& hash1 = *reg.find({Role::kHash, "hash1"});
   hash1.stream = stream(StreamState::kRunning, 5);
   CHECK(cluster::purge_waits(kPending, reg, 60'000, 0).waits.size() == 1);
   hash1.stream = stream(StreamState::kDone, 4);

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/cluster_events.h"
 
@@ -22,26 +23,36 @@ using imhash::test::registration;
 
 namespace {
 
-const NodeKey kHash1{control::Role::kHash, "hash1"};
-const NodeKey kLogin1{control::Role::kLogin, "login1"};
+const NodeKey kHash1{Role::kHash, "hash1"};
+const NodeKey kLogin1{Role::kLogin, "login1"};
 
 }  // namespace
+
+TEST_CASE("node registry: hash servers come before login servers, each by name") {
+  NodeRegistry reg(kDownAfterNs);
+  reg.on_register(registration(Role::kLogin, "a-login", 0), 1, 0, 0);
+  reg.on_register(registration(Role::kHash, "z-hash", 0), 2, 0, 0);
+  reg.on_register(registration(Role::kHash, "b-hash", 0), 3, 0, 0);
+  std::vector<std::string> order;
+  for (const auto& [key, n] : reg.nodes()) order.push_back(key.text());
+  CHECK(order == std::vector<std::string>{"hash/b-hash", "hash/z-hash", "login/a-login"});
+}
 
 TEST_CASE("node registry: a name held by a live link is refused to another link") {
   NodeRegistry reg(kDownAfterNs);
   constexpr LinkId kFirst = 1, kSecondLink = 2;
   CHECK_FALSE(reg.name_held(kHash1, kSecondLink, true));  // nobody has it
-  reg.on_register(registration(control::Role::kHash, "hash1", 0), kFirst, 0, 0);
+  reg.on_register(registration(Role::kHash, "hash1", 0), kFirst, 0, 0);
   CHECK(reg.name_held(kHash1, kSecondLink, true));         // live: up, its link open
   CHECK_FALSE(reg.name_held(kHash1, kFirst, true));        // its own link registers again
   CHECK_FALSE(reg.name_held(kHash1, kSecondLink, false));  // its link is closing
   // A hash server and a login server may share a name.
-  CHECK_FALSE(reg.name_held(NodeKey{control::Role::kLogin, "hash1"}, kSecondLink, true));
+  CHECK_FALSE(reg.name_held(NodeKey{Role::kLogin, "hash1"}, kSecondLink, true));
   // DOWN: the heartbeat rule frees the name even while the link looks open (a frozen process).
   CHECK(reg.mark_down(kDownAfterNs + 1, 0) == std::vector<NodeKey>{kHash1});
   CHECK_FALSE(reg.name_held(kHash1, kSecondLink, true));
   // Its link closed: free too; the node stays known.
-  reg.on_register(registration(control::Role::kHash, "hash1", 0), kFirst, kDownAfterNs + 2, 0);
+  reg.on_register(registration(Role::kHash, "hash1", 0), kFirst, kDownAfterNs + 2, 0);
   CHECK(reg.name_held(kHash1, kSecondLink, true));
   reg.on_link_closed(kFirst);
   CHECK_FALSE(reg.name_held(kHash1, kSecondLink, true));
@@ -52,13 +63,12 @@ TEST_CASE("node registry: a name held by a live link is refused to another link"
 
 TEST_CASE("node registry: a registration on a new link replaces the old one and its progress") {
   NodeRegistry reg(kDownAfterNs);
-  auto first = reg.on_register(registration(control::Role::kHash, "hash1", 3), 1, 0, 5);
+  auto first = reg.on_register(registration(Role::kHash, "hash1", 3), 1, 0, 5);
   CHECK_FALSE(first.was_up);
   CHECK(first.replaced_link == 0);
   first.node.stream = control::StreamReport{};
   first.node.purges.push_back(control::PurgeShard{});
-  const auto again =
-      reg.on_register(registration(control::Role::kHash, "hash1", 2), 7, kSecondNs, 5);
+  const auto again = reg.on_register(registration(Role::kHash, "hash1", 2), 7, kSecondNs, 5);
   CHECK(again.was_up);
   CHECK(again.replaced_link == 1);
   CHECK(again.node.link == 7);
@@ -73,7 +83,7 @@ TEST_CASE("node registry: a registration on a new link replaces the old one and 
 TEST_CASE("node registry: a version above the latest pushed is rejected and counted") {
   NodeRegistry reg(kDownAfterNs);
   // It registers claiming version 9 while 5 is the latest pushed: it shows at version 0.
-  auto r = reg.on_register(registration(control::Role::kLogin, "login1", 9), 1, 0, 5);
+  auto r = reg.on_register(registration(Role::kLogin, "login1", 9), 1, 0, 5);
   CHECK(r.version == VersionTaken::kRejected);
   CHECK(r.node.version == 0);
   CHECK(reg.rejected(VersionSource::kRegister) == 1);
@@ -95,8 +105,8 @@ TEST_CASE("node registry: a version above the latest pushed is rejected and coun
 
 TEST_CASE("node registry: a node silent for the DOWN window is DOWN, and heard again it is up") {
   NodeRegistry reg(kDownAfterNs);
-  reg.on_register(registration(control::Role::kHash, "hash1", 0), 1, 0, 0);
-  reg.on_register(registration(control::Role::kLogin, "login1", 0), 2, 0, 0);
+  reg.on_register(registration(Role::kHash, "hash1", 0), 1, 0, 0);
+  reg.on_register(registration(Role::kLogin, "login1", 0), 2, 0, 0);
   NodeRecord& login = *reg.find(kLogin1);
   CHECK_FALSE(reg.on_heard(login, 2 * kSecondNs));
   CHECK(reg.mark_down(kDownAfterNs, 0).empty());  // exactly the window: not yet
@@ -111,7 +121,7 @@ TEST_CASE("node registry: a node silent for the DOWN window is DOWN, and heard a
 
 TEST_CASE("node registry: after the config server's loop stalled, the DOWN window starts again") {
   NodeRegistry reg(kDownAfterNs);
-  reg.on_register(registration(control::Role::kHash, "hash1", 0), 1, 0, 0);
+  reg.on_register(registration(Role::kHash, "hash1", 0), 1, 0, 0);
   // Ten seconds without a turn of the loop: what the node sent meanwhile is still unread.
   const int64_t resumed = 10 * kSecondNs;
   CHECK(reg.mark_down(resumed, resumed).empty());
@@ -121,8 +131,8 @@ TEST_CASE("node registry: after the config server's loop stalled, the DOWN windo
 
 TEST_CASE("node registry: a node behind the latest version for the DOWN window is LAGGING") {
   NodeRegistry reg(kDownAfterNs);
-  reg.on_register(registration(control::Role::kHash, "hash1", 4), 1, 0, 4);
-  reg.on_register(registration(control::Role::kLogin, "login1", 4), 2, 0, 4);
+  reg.on_register(registration(Role::kHash, "hash1", 4), 1, 0, 4);
+  reg.on_register(registration(Role::kLogin, "login1", 4), 2, 0, 4);
   NodeRecord& hash = *reg.find(kHash1);
   NodeRecord& login = *reg.find(kLogin1);
   // Version 5 is pushed to both at 1 s; the hash server acknowledges it, the login server never.
@@ -148,7 +158,7 @@ TEST_CASE("node registry: a node behind the latest version for the DOWN window i
   CHECK(reg.convergence_ms() == ms);
   // A LAGGING node stays LAGGING through a new registration (reconnecting does not restart the
   // window), and catches up by acknowledging the version.
-  reg.on_register(registration(control::Role::kLogin, "login1", 4), 3, 6 * kSecondNs, 5);
+  reg.on_register(registration(Role::kLogin, "login1", 4), 3, 6 * kSecondNs, 5);
   CHECK(reg.find(kLogin1)->lagging);
   CHECK(reg.take_version(login, VersionSource::kHeartbeat, 5, 5) == VersionTaken::kCaughtUp);
   CHECK_FALSE(login.lagging);
@@ -158,14 +168,14 @@ TEST_CASE("node registry: a node behind the latest version for the DOWN window i
 TEST_CASE("node registry: a node first seen behind counts its LAGGING window from then") {
   NodeRegistry reg(kDownAfterNs);
   // No push reached it (it registered while a version was held back): seen behind at 5 s.
-  reg.on_register(registration(control::Role::kHash, "hash1", 3), 1, 0, 5);
+  reg.on_register(registration(Role::kHash, "hash1", 3), 1, 0, 5);
   CHECK(reg.mark_lagging(5 * kSecondNs, 5).empty());
   reg.on_heard(*reg.find(kHash1), 7 * kSecondNs);
   CHECK(reg.mark_lagging(5 * kSecondNs + kDownAfterNs, 5).empty());
   CHECK(reg.mark_lagging(5 * kSecondNs + kDownAfterNs + 1, 5) == std::vector<NodeKey>{kHash1});
   // A DOWN node is not LAGGING as well: it is waited for by nothing already.
   NodeRegistry other(kDownAfterNs);
-  other.on_register(registration(control::Role::kHash, "hash1", 3), 1, 0, 5);
+  other.on_register(registration(Role::kHash, "hash1", 3), 1, 0, 5);
   CHECK(other.mark_down(kDownAfterNs + 1, 0).size() == 1);
   CHECK(other.mark_lagging(10 * kSecondNs, 5).empty());
   CHECK(other.converged(5));
