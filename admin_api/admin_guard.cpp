@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/endpoint.h"
-#include "common/key_file.h"
-#include "common/options.h"
+#include "common/codec/endpoint.h"
+#include "common/runtime/key_file.h"
+#include "common/runtime/options.h"
 
 namespace imhash {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "admin_api/admin_contract.h"
-#include "common/frame_protocol.h"
-#include "common/table.h"
+#include "common/codec/frame_protocol.h"
+#include "common/routing/table.h"
 
 namespace imhash {
 

@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/control_protocol.h"
-#include "common/endpoint.h"
-#include "common/json_check.h"
-#include "common/json_fields.h"
-#include "common/table_text.h"
+#include "common/codec/endpoint.h"
+#include "common/codec/json_check.h"
+#include "common/routing/control_protocol.h"
+#include "common/routing/json_fields.h"
+#include "common/routing/table_text.h"
 
 namespace imhash {
 
@@ -203,8 +203,8 @@ AdminResult where(AdminBackend& backend, std::string_view path) {
 
 // ---- JSON body ----------------------------------------------------------------------------------
 //
-// Bodies are read with the shared strict reader (common/json_fields.h): unknown keys are rejected,
-// so a typo is loud, and every error names the member by its path ("servers[2].name").
+// Bodies are read with the shared strict reader (common/routing/json_fields.h): unknown keys are
+// rejected, so a typo is loud, and every error names the member by its path ("servers[2].name").
 
 // The body as one strict JSON document; "" or the error sentence.
 std::string parse_body(std::string_view body, std::optional<json::value>& out) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/printable.h"
+#include "common/codec/printable.h"
 #include "config_server/admin_backend.h"
 
 namespace imhash {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "admin_api/admin_guard.h"
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 #include "config_server/status_page.h"
 
 namespace imhash {

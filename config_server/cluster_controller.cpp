@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "common/endpoint.h"
-#include "common/printable.h"
+#include "common/codec/endpoint.h"
+#include "common/codec/printable.h"
 
 namespace json = boost::json;
 

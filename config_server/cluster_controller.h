@@ -18,7 +18,7 @@
 // still holds; a slow store stalls the loop, and tick() then counts missed heartbeats from the end
 // of the stall (docs/design.md §5).
 //
-// A core: no socket, no clock, no log; common/core_only.h makes a use of any of them here
+// A core: no socket, no clock, no log; common/codec/core_only.h makes a use of any of them here
 // a compile error. Not thread-safe: the config server's main thread only.
 #pragma once
 
@@ -36,16 +36,16 @@
 #include <vector>
 
 #include "admin_api/admin_contract.h"
-#include "common/control_protocol.h"
-#include "common/histogram.h"
-#include "common/router.h"
-#include "common/table.h"
-#include "common/table_edits.h"
+#include "common/codec/histogram.h"
+#include "common/routing/control_protocol.h"
+#include "common/routing/router.h"
+#include "common/routing/table.h"
 #include "config_server/controller_actions.h"
 #include "config_server/move_rules.h"
 #include "config_server/node_registry.h"
 #include "config_server/pending_purge.h"
 #include "config_server/refills.h"
+#include "config_server/table_edits.h"
 #include "config_server/takeover_hold.h"
 
 namespace imhash::cluster {

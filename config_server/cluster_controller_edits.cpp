@@ -1,9 +1,9 @@
 // ClusterController, the admin commands that change the table: each checks what it can against
 // the current table and hands a plan to write (plan_change), or answers at once.
-#include "common/printable.h"
-#include "common/table_edits.h"
-#include "common/table_text.h"
+#include "common/codec/printable.h"
+#include "common/routing/table_text.h"
 #include "config_server/cluster_controller.h"
+#include "config_server/table_edits.h"
 
 namespace imhash::cluster {
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "common/table_edits.h"
 #include "config_server/cluster_controller.h"
+#include "config_server/table_edits.h"
 
 namespace json = boost::json;
 

@@ -5,7 +5,7 @@
 // docs/operations.md and the alert rules (deploy/prometheus/) use these names.
 #pragma once
 
-#include "common/metric_def.h"
+#include "common/codec/metric_def.h"
 
 namespace imhash::config_metrics {
 

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/clock.h"
+#include "common/runtime/clock.h"
 
 namespace asio = boost::asio;
 namespace json = boost::json;

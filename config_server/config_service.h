@@ -32,9 +32,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/control_protocol.h"
-#include "common/metrics.h"
-#include "common/thread_check.h"
+#include "common/codec/thread_check.h"
+#include "common/routing/control_protocol.h"
+#include "common/runtime/metrics.h"
 #include "config_server/admin_backend.h"
 #include "config_server/cluster_controller.h"
 #include "config_server/leadership.h"

@@ -5,15 +5,15 @@
 
 #include <algorithm>
 
-#include "common/clock.h"
-#include "common/endpoint.h"
-#include "common/metrics.h"
-#include "common/printable.h"
-#include "common/table_edits.h"
-#include "common/table_json.h"
-#include "common/table_text.h"
+#include "common/codec/endpoint.h"
+#include "common/codec/printable.h"
+#include "common/routing/table_json.h"
+#include "common/routing/table_text.h"
+#include "common/runtime/clock.h"
+#include "common/runtime/metrics.h"
 #include "config_server/config_service.h"
 #include "config_server/move_rules.h"
+#include "config_server/table_edits.h"
 
 namespace asio = boost::asio;
 namespace json = boost::json;

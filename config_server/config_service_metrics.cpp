@@ -1,10 +1,10 @@
 // ConfigService's /metrics: the table version, the store, heartbeats, and each node's state, as
-// the Prometheus text format (common/metrics.h).
+// the Prometheus text format (common/runtime/metrics.h).
 #include <spdlog/spdlog.h>
 
-#include "common/clock.h"
-#include "common/metrics.h"
-#include "common/printable.h"
+#include "common/codec/printable.h"
+#include "common/runtime/clock.h"
+#include "common/runtime/metrics.h"
 #include "config_server/config_metrics.h"
 #include "config_server/config_service.h"
 

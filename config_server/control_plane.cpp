@@ -2,7 +2,7 @@
 
 #include <boost/json.hpp>
 
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 #include "config_server/config_metrics.h"
 
 namespace json = boost::json;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/metrics.h"
-#include "common/options.h"
+#include "common/runtime/metrics.h"
+#include "common/runtime/options.h"
 #include "config_server/etcd_client.h"
 #include "config_server/leadership.h"
 

@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "common/control_protocol.h"
-#include "common/table.h"
+#include "common/routing/control_protocol.h"
+#include "common/routing/table.h"
 #include "config_server/node_registry.h"
 #include "config_server/pending_purge.h"
 

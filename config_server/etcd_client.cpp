@@ -4,8 +4,8 @@
 #include <boost/json.hpp>
 #include <charconv>
 
-#include "common/endpoint.h"
-#include "common/http_client.h"
+#include "common/codec/endpoint.h"
+#include "common/links/http_client.h"
 
 namespace json = boost::json;
 

@@ -1,6 +1,6 @@
 // EtcdClient: a blocking client of etcd v3's JSON gateway (POST /v3/kv/range, /v3/kv/txn,
 // /v3/lease/grant, /v3/lease/keepalive, /v3/lease/revoke; HTTP/1.1 through Beast, see
-// common/http_client.h). Keys and values are bytes (base64 on the wire); int64 fields arrive
+// common/links/http_client.h). Keys and values are bytes (base64 on the wire); int64 fields arrive
 // as JSON strings and are read as such.
 //
 // Several endpoints (the members of one etcd cluster): a request goes to the member that answered
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "common/options.h"
+#include "common/runtime/options.h"
 #include "config_server/etcd_codec.h"
 
 namespace imhash {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "common/options.h"
+#include "common/runtime/options.h"
 
 namespace json = boost::json;
 

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/durable_file.h"
-#include "common/options.h"
+#include "common/runtime/durable_file.h"
+#include "common/runtime/options.h"
 
 namespace json = boost::json;
 

@@ -1,7 +1,7 @@
 // FileStateStore: the config server's state (config_server/state_store.h) in one JSON file under
-// --state-dir, replaced atomically (common/durable_file.h), so a crash or kill -9 at any instant
-// leaves either the old state or the new one, never a torn file (docs/design.md §5). The embedded
-// default: one config server, one machine.
+// --state-dir, replaced atomically (common/runtime/durable_file.h), so a crash or kill -9 at any
+// instant leaves either the old state or the new one, never a torn file (docs/design.md §5). The
+// embedded default: one config server, one machine.
 //
 // Not thread-safe: the config server's main thread only.
 #pragma once

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/printable.h"
+#include "common/codec/printable.h"
 
 namespace imhash::cluster {
 

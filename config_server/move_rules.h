@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/control_protocol.h"
+#include "common/routing/control_protocol.h"
 #include "config_server/node_registry.h"
 #include "config_server/pending_purge.h"
 

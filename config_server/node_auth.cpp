@@ -1,6 +1,6 @@
 #include "config_server/node_auth.h"
 
-#include "common/token.h"
+#include "common/security/token.h"
 
 namespace imhash {
 

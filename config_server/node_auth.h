@@ -1,8 +1,8 @@
 // NodeAuth: the config server's side of the cluster-key handshake on one node link
-// (common/link_auth.h, messages in common/control_protocol.h). With a key, a node must send
-// auth_hello, get our auth_challenge (our proof), and send auth_proof before anything else is
-// taken from it; its register must then name the role and name it proved. Without a key, a node
-// that asks for the handshake is refused (it would refuse us anyway: we cannot prove a key).
+// (common/security/link_auth.h, messages in common/routing/control_protocol.h). With a key, a node
+// must send auth_hello, get our auth_challenge (our proof), and send auth_proof before anything
+// else is taken from it; its register must then name the role and name it proved. Without a key, a
+// node that asks for the handshake is refused (it would refuse us anyway: we cannot prove a key).
 //
 // Thread rules: owned by one NodeSession, on the config server's main thread.
 #pragma once
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/control_protocol.h"
-#include "common/link_auth.h"
+#include "common/routing/control_protocol.h"
+#include "common/security/link_auth.h"
 
 namespace imhash {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "common/endpoint.h"
-#include "common/metrics.h"
+#include "common/codec/endpoint.h"
+#include "common/runtime/metrics.h"
 #include "config_server/config_metrics.h"
 
 namespace asio = boost::asio;

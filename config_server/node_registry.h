@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/control_protocol.h"
+#include "common/routing/control_protocol.h"
 
 namespace imhash::cluster {
 

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/clock.h"
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
+#include "common/runtime/clock.h"
 #include "config_server/config_service.h"
 
 namespace asio = boost::asio;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "common/control_protocol.h"
+#include "common/routing/control_protocol.h"
 #include "config_server/node_auth.h"
 #include "config_server/node_registry.h"
 

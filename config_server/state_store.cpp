@@ -3,8 +3,8 @@
 #include <boost/json.hpp>
 #include <ctime>
 
-#include "common/options.h"
-#include "common/table_json.h"
+#include "common/routing/table_json.h"
+#include "common/runtime/options.h"
 
 namespace json = boost::json;
 

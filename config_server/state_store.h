@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "common/table.h"
+#include "common/routing/table.h"
 #include "config_server/pending_purge.h"
 
 namespace imhash {

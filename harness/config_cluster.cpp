@@ -9,7 +9,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "common/token.h"
+#include "common/security/token.h"
 #include "harness/frame_client.h"
 #include "harness/run_logs.h"
 #include "harness/wait_until.h"

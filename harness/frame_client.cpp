@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "common/link_auth.h"
+#include "common/security/link_auth.h"
 #include "harness/loopback.h"
 
 namespace imhash::test {

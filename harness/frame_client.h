@@ -1,7 +1,7 @@
 // FrameClient: a blocking TCP client of the login<->hash frame protocol, for integration tests.
 // Connects to 127.0.0.1:port, binds to one shard with HELLO (with a cluster key: HELLO, the
-// server's proof checked, AUTH; common/link_auth.h), then sends batches of requests and reads their
-// responses. Used from one thread.
+// server's proof checked, AUTH; common/security/link_auth.h), then sends batches of requests and
+// reads their responses. Used from one thread.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/frame_protocol.h"
+#include "common/codec/frame_protocol.h"
 
 namespace imhash::test {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "common/http_client.h"
-#include "common/options.h"
+#include "common/links/http_client.h"
+#include "common/runtime/options.h"
 
 namespace imhash::test {
 

@@ -1,6 +1,6 @@
 // http_get: a blocking HTTP GET (and POST) to a daemon for integration tests (metrics, the
 // Prometheus that the observability test runs, etcd's JSON gateway), over the project's one HTTP
-// client (common/http_client.h), the whole exchange bounded by 5 s. With a reader of /metrics
+// client (common/links/http_client.h), the whole exchange bounded by 5 s. With a reader of /metrics
 // texts. Any thread.
 #pragma once
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/client_protocol.h"
+#include "common/codec/client_protocol.h"
 
 namespace imhash::test {
 

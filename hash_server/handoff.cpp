@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/shard_map.h"
+#include "common/routing/shard_map.h"
 
 namespace imhash {
 

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "common/frame_protocol.h"
-#include "common/router.h"
-#include "common/table.h"
+#include "common/codec/frame_protocol.h"
+#include "common/routing/router.h"
+#include "common/routing/table.h"
 #include "hash_server/record_store.h"
 
 namespace imhash {

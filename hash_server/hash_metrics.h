@@ -1,12 +1,12 @@
 // Every figure the hash server's /metrics shows, declared once: its name, its type and its help
-// (common/metric_def.h; pelikan declares its metrics the same way, in one table beside the
+// (common/codec/metric_def.h; pelikan declares its metrics the same way, in one table beside the
 // module). hash_server_metrics.cpp fills in the values, in this order; imhash_table_version, the
-// config link's and the process's figures are common to every node (common/node_control.h,
-// common/process_metrics.cpp). docs/operations.md and the alert rules (deploy/prometheus/) use
-// these names.
+// config link's and the process's figures are common to every node (common/links/node_control.h,
+// common/runtime/process_metrics.cpp). docs/operations.md and the alert rules (deploy/prometheus/)
+// use these names.
 #pragma once
 
-#include "common/metric_def.h"
+#include "common/codec/metric_def.h"
 
 namespace imhash::hash_metrics {
 

@@ -5,12 +5,12 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <map>
 
-#include "common/clock.h"
-#include "common/endpoint.h"
-#include "common/lifecycle.h"
-#include "common/link_auth.h"
-#include "common/options.h"
-#include "common/routing_table.h"
+#include "common/codec/endpoint.h"
+#include "common/routing/routing_table.h"
+#include "common/runtime/clock.h"
+#include "common/runtime/lifecycle.h"
+#include "common/runtime/options.h"
+#include "common/security/link_auth.h"
 
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;

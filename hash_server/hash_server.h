@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "common/connection_quota.h"
-#include "common/node_control.h"
-#include "common/router.h"
-#include "common/saved_table.h"
+#include "common/links/node_control.h"
+#include "common/routing/router.h"
+#include "common/runtime/connection_quota.h"
+#include "common/runtime/saved_table.h"
 #include "hash_server/shard.h"
 #include "hash_server/stream_sender.h"
 

@@ -3,11 +3,11 @@
 
 #include <thread>
 
-#include "common/endpoint.h"
-#include "common/node_control.h"
-#include "common/options.h"
-#include "common/routing_table.h"
-#include "common/saved_table.h"
+#include "common/codec/endpoint.h"
+#include "common/links/node_control.h"
+#include "common/routing/routing_table.h"
+#include "common/runtime/options.h"
+#include "common/runtime/saved_table.h"
 #include "hash_server/hash_server.h"
 
 namespace {

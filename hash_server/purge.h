@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "common/frame_protocol.h"
-#include "common/router.h"
+#include "common/codec/frame_protocol.h"
+#include "common/routing/router.h"
 #include "hash_server/record_store.h"
 
 namespace imhash {

@@ -78,8 +78,8 @@
 #include <string>
 #include <vector>
 
-#include "common/endpoint.h"
-#include "common/hash.h"
+#include "common/codec/endpoint.h"
+#include "common/codec/hash.h"
 #include "hash_server/address_pool.h"
 #include "hash_server/segment_arena.h"
 

@@ -6,8 +6,8 @@
 #include <boost/asio/ssl.hpp>
 #include <ctime>
 
-#include "common/clock.h"
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
+#include "common/runtime/clock.h"
 
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;

@@ -20,11 +20,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/connection_quota.h"
-#include "common/control_protocol.h"
-#include "common/frame_protocol.h"
-#include "common/router.h"
-#include "common/thread_check.h"
+#include "common/codec/frame_protocol.h"
+#include "common/codec/thread_check.h"
+#include "common/routing/control_protocol.h"
+#include "common/routing/router.h"
+#include "common/runtime/connection_quota.h"
 #include "hash_server/handoff.h"
 #include "hash_server/shard_core.h"
 #include "hash_server/turn_stats.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "common/shard_map.h"
+#include "common/routing/shard_map.h"
 
 namespace imhash {
 

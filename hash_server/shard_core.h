@@ -8,7 +8,7 @@
 // what it asks for afterwards (Effects: report a snapshot, drop queued batches, schedule a purge or
 // stream step, log an event). So every rule can be driven by a unit test
 // (tests/unit/shard_core_test.cpp), and hash_server/CMakeLists.txt compiles it with
-// common/core_only.h, which makes a use of Asio, spdlog or a clock there a compile error.
+// common/codec/core_only.h, which makes a use of Asio, spdlog or a clock there a compile error.
 //
 // Thread rules: one ShardCore per shard; every method runs on that shard's thread (checked in
 // debug builds). Time comes in as Unix seconds (`now_s`) for records and tombstones, and as a
@@ -23,10 +23,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/control_protocol.h"
-#include "common/frame_protocol.h"
-#include "common/router.h"
-#include "common/thread_check.h"
+#include "common/codec/frame_protocol.h"
+#include "common/codec/thread_check.h"
+#include "common/routing/control_protocol.h"
+#include "common/routing/router.h"
 #include "hash_server/handoff.h"
 #include "hash_server/purge.h"
 #include "hash_server/record_store.h"

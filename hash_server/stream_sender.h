@@ -21,7 +21,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/hash_link.h"
+#include "common/links/hash_link.h"
 #include "hash_server/handoff.h"
 
 namespace imhash {

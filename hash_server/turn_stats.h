@@ -11,7 +11,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "common/histogram.h"
+#include "common/codec/histogram.h"
 
 namespace imhash {
 

@@ -5,11 +5,11 @@
 #include <limits>
 
 #include "admin_api/admin_contract.h"
-#include "common/endpoint.h"
-#include "common/options.h"
-#include "common/printable.h"
-#include "common/table_text.h"
-#include "common/token.h"
+#include "common/codec/endpoint.h"
+#include "common/codec/printable.h"
+#include "common/routing/table_text.h"
+#include "common/runtime/options.h"
+#include "common/security/token.h"
 
 namespace imhash {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "admin_api/admin_contract.h"
-#include "common/client_protocol.h"
+#include "common/codec/client_protocol.h"
 
 namespace imhash {
 

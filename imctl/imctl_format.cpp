@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "admin_api/admin_contract.h"
-#include "common/options.h"
-#include "common/printable.h"
-#include "common/table_text.h"
+#include "common/codec/printable.h"
+#include "common/routing/table_text.h"
+#include "common/runtime/options.h"
 
 namespace imhash {
 

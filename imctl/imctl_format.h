@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/http_client.h"
+#include "common/links/http_client.h"
 #include "imctl/imctl_command.h"
 
 namespace imhash {

@@ -6,8 +6,8 @@
 #include <chrono>
 
 #include "admin_api/admin_contract.h"
-#include "common/options.h"
-#include "common/printable.h"
+#include "common/codec/printable.h"
+#include "common/runtime/options.h"
 #include "imctl/imctl_format.h"
 
 namespace imhash {

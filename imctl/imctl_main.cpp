@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "admin_api/admin_guard.h"
-#include "common/http_client.h"
-#include "common/key_file.h"
-#include "common/options.h"
-#include "common/token.h"
+#include "common/links/http_client.h"
+#include "common/runtime/key_file.h"
+#include "common/runtime/options.h"
+#include "common/security/token.h"
 #include "imctl/imctl_command.h"
 #include "imctl/imctl_format.h"
 

@@ -5,7 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 
 namespace imhash {
 

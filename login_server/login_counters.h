@@ -4,7 +4,7 @@
 // labelled families (replies by status, drops by reason, the latency histogram, links by state)
 // and the server's other figures follow it in login_metrics. Both /metrics and the heartbeat
 // stats are generated from these declarations; imhash_table_version and the config link's figures
-// are every node's (node_metrics in common/node_control.h).
+// are every node's (node_metrics in common/links/node_control.h).
 //
 // A plain value: each worker thread owns one; the main thread sums sampled copies.
 #pragma once
@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <iterator>
 
-#include "common/histogram.h"
-#include "common/metric_def.h"
+#include "common/codec/histogram.h"
+#include "common/codec/metric_def.h"
 #include "login_server/request_plan.h"
 
 namespace imhash {

@@ -8,10 +8,10 @@
 #include <functional>
 #include <future>
 
-#include "common/endpoint.h"
-#include "common/lifecycle.h"
-#include "common/options.h"
-#include "common/table_text.h"
+#include "common/codec/endpoint.h"
+#include "common/routing/table_text.h"
+#include "common/runtime/lifecycle.h"
+#include "common/runtime/options.h"
 
 namespace asio = boost::asio;
 using asio::ip::udp;

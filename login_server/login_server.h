@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/node_control.h"
-#include "common/saved_table.h"
+#include "common/links/node_control.h"
+#include "common/runtime/saved_table.h"
 #include "login_server/login_counters.h"
 #include "login_server/table_source.h"
 #include "login_server/worker.h"

@@ -3,10 +3,10 @@
 
 #include <thread>
 
-#include "common/key_file.h"
-#include "common/node_control.h"
-#include "common/options.h"
-#include "common/table_text.h"
+#include "common/links/node_control.h"
+#include "common/routing/table_text.h"
+#include "common/runtime/key_file.h"
+#include "common/runtime/options.h"
 #include "login_server/login_server.h"
 
 namespace {

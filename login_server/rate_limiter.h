@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 
 namespace imhash {
 

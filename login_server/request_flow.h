@@ -28,9 +28,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/frame_protocol.h"
-#include "common/thread_check.h"
-#include "common/token.h"
+#include "common/codec/frame_protocol.h"
+#include "common/codec/thread_check.h"
+#include "common/security/token.h"
 #include "login_server/client_addr.h"
 #include "login_server/login_counters.h"
 #include "login_server/rate_limiter.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/bytes.h"
+#include "common/codec/bytes.h"
 
 namespace imhash {
 

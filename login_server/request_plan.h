@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <span>
 
-#include "common/client_protocol.h"
-#include "common/frame_protocol.h"
-#include "common/token.h"
+#include "common/codec/client_protocol.h"
+#include "common/codec/frame_protocol.h"
+#include "common/security/token.h"
 
 namespace imhash {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/router.h"
+#include "common/routing/router.h"
 
 namespace imhash {
 

@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include "common/clock.h"
-#include "common/options.h"
-#include "common/routing_table.h"
+#include "common/routing/routing_table.h"
+#include "common/runtime/clock.h"
+#include "common/runtime/options.h"
 
 namespace imhash {
 

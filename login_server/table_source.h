@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "common/router.h"
-#include "common/thread_check.h"
+#include "common/codec/thread_check.h"
+#include "common/routing/router.h"
 #include "login_server/routing_state.h"
 
 namespace imhash {

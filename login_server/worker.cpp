@@ -5,8 +5,8 @@
 
 #include <ctime>
 
-#include "common/clock.h"
-#include "common/event_loop.h"
+#include "common/runtime/clock.h"
+#include "common/runtime/event_loop.h"
 
 namespace asio = boost::asio;
 

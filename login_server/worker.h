@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/hash_link.h"
+#include "common/links/hash_link.h"
 #include "login_server/login_counters.h"
 #include "login_server/request_flow.h"
 #include "login_server/routing_state.h"
@@ -30,7 +30,8 @@ struct WorkerSettings {
   LinkSettings link;
   FlowSettings flow;
   std::chrono::milliseconds tick{10};
-  // How long the event loop keeps polling after its last event while busy (common/event_loop.h).
+  // How long the event loop keeps polling after its last event while busy
+  // (common/runtime/event_loop.h).
   std::chrono::microseconds idle_poll{0};
 };
 

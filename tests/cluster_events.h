@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "common/control_protocol.h"
+#include "common/routing/control_protocol.h"
 #include "config_server/controller_actions.h"
 
 namespace imhash::test {

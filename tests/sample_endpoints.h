@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 
 namespace imhash::test {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/table.h"
+#include "common/routing/table.h"
 
 namespace imhash::test {
 

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/hash.h"
+#include "common/codec/hash.h"
 #include "hash_server/record_store.h"
 
 namespace imhash::testing {

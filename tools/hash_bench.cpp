@@ -15,10 +15,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/frame_protocol.h"
-#include "common/options.h"
-#include "common/shard_map.h"
-#include "common/stream_buffer.h"
+#include "common/codec/frame_protocol.h"
+#include "common/codec/stream_buffer.h"
+#include "common/routing/shard_map.h"
+#include "common/runtime/options.h"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/options.h"
+#include "common/runtime/options.h"
 
 namespace {
 

@@ -1,14 +1,14 @@
 // node_swarm: many nodes against one config server, from one process (scripts/bench swarm).
 //
-// Opens --nodes config links (default 10000), each a real imhash::ConfigLink (common/config_link.h)
-// on the one io_context this process runs on its main thread, started --connect-rate a second so
-// that the config server's listener is not flooded with SYNs. Each simulated node registers as a
-// login server named PREFIX-I (I from 0) with the address 127.0.0.1:PORT (a port of its own,
-// 20000 + I wrapped into 1024..65535; nothing listens there: the config server only shows it),
-// no shards and table version 0; it acknowledges every table pushed to it at once, and its
-// heartbeats carry a small stats object ({"requests": N}, N growing by one per heartbeat) and, as
-// every ConfigLink's, the wall-clock time they were sent. What the config server does with them
-// (its CPU, memory, heartbeat lag) is what scripts/bench swarm measures.
+// Opens --nodes config links (default 10000), each a real imhash::ConfigLink
+// (common/links/config_link.h) on the one io_context this process runs on its main thread, started
+// --connect-rate a second so that the config server's listener is not flooded with SYNs. Each
+// simulated node registers as a login server named PREFIX-I (I from 0) with the address
+// 127.0.0.1:PORT (a port of its own, 20000 + I wrapped into 1024..65535; nothing listens there: the
+// config server only shows it), no shards and table version 0; it acknowledges every table pushed
+// to it at once, and its heartbeats carry a small stats object ({"requests": N}, N growing by one
+// per heartbeat) and, as every ConfigLink's, the wall-clock time they were sent. What the config
+// server does with them (its CPU, memory, heartbeat lag) is what scripts/bench swarm measures.
 //
 // Every second one line on stdout: the seconds elapsed, links started, nodes welcomed
 // (ConfigLink::connected()), tables acknowledged, sessions lost, heartbeats sampled per second.
@@ -31,12 +31,12 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster_key.h"
-#include "common/config_addresses.h"
-#include "common/config_link.h"
-#include "common/options.h"
-#include "common/table_text.h"
-#include "common/tls_options.h"
+#include "common/links/config_link.h"
+#include "common/routing/table_text.h"
+#include "common/runtime/cluster_key.h"
+#include "common/runtime/config_addresses.h"
+#include "common/runtime/options.h"
+#include "common/runtime/tls_options.h"
 
 namespace {
 

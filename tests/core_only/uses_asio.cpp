@@ -1,2 +1,2 @@
-// Must not compile with common/core_only.h force-included (tests/CMakeLists.txt).
+// Must not compile with common/codec/core_only.h force-included (tests/CMakeLists.txt).
 #include <boost/asio/io_context.hpp>

@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/table_text.h"
+#include "common/routing/table_text.h"
 #include "config_server/admin_handler.h"
 
 namespace {

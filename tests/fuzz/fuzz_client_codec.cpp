@@ -1,4 +1,4 @@
-// Fuzz target for the client protocol codec (common/client_protocol.h). Beyond "no crash", it
+// Fuzz target for the client protocol codec (common/codec/client_protocol.h). Beyond "no crash", it
 // checks:
 // - a datagram that decodes OK re-encodes, and the re-encoding decodes OK to an equal Message;
 //   re-encoding that is byte-identical (the encoders are canonical);
@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "common/client_protocol.h"
+#include "common/codec/client_protocol.h"
 
 namespace {
 

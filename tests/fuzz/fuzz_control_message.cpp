@@ -1,4 +1,4 @@
-// Fuzz target for the config-server link codec (common/control_protocol.h).
+// Fuzz target for the config-server link codec (common/routing/control_protocol.h).
 // An input starting with '{' or whitespace is one JSON body (framed here, so mutations reach the
 // JSON reader); anything else is a byte stream of frames. Invariants, checked with abort():
 //   - next_message never throws; `consumed` is 0 for kNeedMore and kTooLarge, exactly one frame
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "common/bytes.h"
-#include "common/control_protocol.h"
+#include "common/codec/bytes.h"
+#include "common/routing/control_protocol.h"
 
 using namespace imhash::control;
 

@@ -1,4 +1,4 @@
-// Fuzz target for the login<->hash frame decoder (common/frame_protocol.h).
+// Fuzz target for the login<->hash frame decoder (common/codec/frame_protocol.h).
 // Invariants: the stream splitter never reads past its input and consumes exactly one frame;
 // every request or response that decodes re-encodes to bytes that decode to an equal value;
 // peek_request_id (the prefetch pass) agrees with decode_request on every request that decodes;
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/frame_protocol.h"
+#include "common/codec/frame_protocol.h"
 
 using namespace imhash::frame;
 

@@ -1,5 +1,5 @@
-// Fuzz target for the routing table's JSON reader (common/routing_table.h) and the routers built
-// from what it accepts. Invariants, checked with abort() so they hold in release builds too:
+// Fuzz target for the routing table's JSON reader (common/routing/routing_table.h) and the routers
+// built from what it accepts. Invariants, checked with abort() so they hold in release builds too:
 //   - parse_table_json never throws; it returns a table or a non-empty error, never both;
 //   - an accepted table validates, and table_to_json -> parse_table_json gives it back unchanged
 //     (and the same text again);
@@ -13,10 +13,10 @@
 #include <string>
 #include <string_view>
 
-#include "common/hash.h"
-#include "common/router.h"
-#include "common/routing_table.h"
-#include "common/table_edits.h"
+#include "common/codec/hash.h"
+#include "common/routing/router.h"
+#include "common/routing/routing_table.h"
+#include "config_server/table_edits.h"
 
 namespace {
 

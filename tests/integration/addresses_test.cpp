@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/control_protocol.h"
+#include "common/routing/control_protocol.h"
 #include "harness/config_cluster.h"
 #include "harness/loopback.h"
 #include "harness/tcp_proxy.h"

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "common/client_protocol.h"
-#include "common/endpoint.h"
+#include "common/codec/client_protocol.h"
+#include "common/codec/endpoint.h"
 
 namespace imhash::test {
 

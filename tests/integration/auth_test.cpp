@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/token.h"
+#include "common/security/token.h"
 #include "harness/cluster.h"
 #include "harness/loopback.h"
 #include "harness/udp_client.h"

@@ -1,7 +1,8 @@
 // The cluster key (--cluster-key-file, docs/security.md §5) end to end: every internal link proves
-// the key both ways (common/link_auth.h), outsiders without it are refused at the hash port and
-// at the config server's node port while the cluster keeps serving, internal listeners refuse a
-// public address without a credential, and the hash port's connection caps and idle timeout.
+// the key both ways (common/security/link_auth.h), outsiders without it are refused at the hash
+// port and at the config server's node port while the cluster keeps serving, internal listeners
+// refuse a public address without a credential, and the hash port's connection caps and idle
+// timeout.
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "common/control_protocol.h"
-#include "common/frame_protocol.h"
-#include "common/link_auth.h"
-#include "common/token.h"
+#include "common/codec/frame_protocol.h"
+#include "common/routing/control_protocol.h"
+#include "common/security/link_auth.h"
+#include "common/security/token.h"
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/frame_client.h"

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/frame_protocol.h"
-#include "common/router.h"
-#include "common/table_json.h"
+#include "common/codec/frame_protocol.h"
+#include "common/routing/router.h"
+#include "common/routing/table_json.h"
 #include "harness/config_cluster.h"
 #include "harness/frame_client.h"
 #include "harness/http_get.h"

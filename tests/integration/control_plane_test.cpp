@@ -12,8 +12,8 @@
 #include <set>
 #include <string>
 
-#include "common/table_edits.h"
 #include "config_server/etcd_state_store.h"
+#include "config_server/table_edits.h"
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/etcd_cluster.h"

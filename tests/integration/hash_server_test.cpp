@@ -6,7 +6,7 @@
 #include <fstream>
 #include <thread>
 
-#include "common/shard_map.h"
+#include "common/routing/shard_map.h"
 #include "harness/child_process.h"
 #include "harness/frame_client.h"
 #include "harness/wait_until.h"

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "common/client_protocol.h"
-#include "common/frame_protocol.h"
+#include "common/codec/client_protocol.h"
+#include "common/codec/frame_protocol.h"
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/frame_client.h"

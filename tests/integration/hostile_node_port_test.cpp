@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/client_protocol.h"
-#include "common/control_protocol.h"
-#include "common/table_json.h"
+#include "common/codec/client_protocol.h"
+#include "common/routing/control_protocol.h"
+#include "common/routing/table_json.h"
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/http_get.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/table_json.h"
+#include "common/routing/table_json.h"
 #include "harness/config_cluster.h"
 #include "harness/frame_client.h"
 #include "harness/udp_client.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/frame_protocol.h"
+#include "common/codec/frame_protocol.h"
 #include "harness/child_process.h"
 #include "harness/cluster.h"
 #include "harness/loopback.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/frame_protocol.h"
+#include "common/codec/frame_protocol.h"
 #include "harness/child_process.h"
 #include "harness/config_cluster.h"
 #include "harness/http_get.h"

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/client_protocol.h"
+#include "common/codec/client_protocol.h"
 #include "harness/child_process.h"
 #include "harness/loopback.h"
 #include "harness/udp_sim_run.h"

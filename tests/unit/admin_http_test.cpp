@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/table_text.h"
+#include "common/routing/table_text.h"
 #include "harness/wait_until.h"
 
 namespace imhash {

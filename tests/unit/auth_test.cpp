@@ -1,13 +1,13 @@
-// Authentication tokens (common/token.h) and the login server's auth decision (plan_request with
-// an AuthPolicy). Golden MACs were computed independently with
+// Authentication tokens (common/security/token.h) and the login server's auth decision
+// (plan_request with an AuthPolicy). Golden MACs were computed independently with
 //   printf '000000000000002a6553f100' | xxd -r -p |
 //     openssl dgst -sha256 -mac HMAC -macopt hexkey:000102...1f
 #include <doctest/doctest.h>
 
 #include <vector>
 
-#include "common/key_file.h"
-#include "common/token.h"
+#include "common/runtime/key_file.h"
+#include "common/security/token.h"
 #include "imctl/imctl_command.h"
 #include "login_server/request_plan.h"
 

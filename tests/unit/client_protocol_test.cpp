@@ -1,6 +1,6 @@
-// Tests for the client protocol codec (common/client_protocol.h, docs/design.md §1): golden bytes,
-// round trips of every op, every truncation length, and each decode error.
-#include "common/client_protocol.h"
+// Tests for the client protocol codec (common/codec/client_protocol.h, docs/design.md §1): golden
+// bytes, round trips of every op, every truncation length, and each decode error.
+#include "common/codec/client_protocol.h"
 
 #include <doctest/doctest.h>
 

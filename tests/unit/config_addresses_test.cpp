@@ -1,6 +1,6 @@
 // The config server addresses a node dials (--config A,B,C): parsed in order, errors worded for
 // the flag, and the turn a ConfigLink takes through them.
-#include "common/config_addresses.h"
+#include "common/runtime/config_addresses.h"
 
 #include <doctest/doctest.h>
 

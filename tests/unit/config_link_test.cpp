@@ -1,6 +1,6 @@
 // ConfigLink against a small fake config server in the same io_context, on 127.0.0.1 only. Each
 // test runs a server script as a coroutine; every wait is bounded by the harness deadline.
-#include "common/config_link.h"
+#include "common/links/config_link.h"
 
 #include <doctest/doctest.h>
 
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/options.h"
+#include "common/runtime/clock.h"
+#include "common/runtime/options.h"
 
 using namespace imhash;
 using namespace std::chrono_literals;

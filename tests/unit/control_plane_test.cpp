@@ -6,7 +6,7 @@
 
 #include <boost/json.hpp>
 
-#include "common/options.h"
+#include "common/runtime/options.h"
 #include "config_server/etcd_client.h"
 #include "config_server/etcd_state_store.h"
 #include "config_server/leadership.h"

@@ -1,4 +1,4 @@
-#include "common/control_protocol.h"
+#include "common/routing/control_protocol.h"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/table_json.h"
+#include "common/routing/table_json.h"
 
 using namespace imhash;
 using namespace imhash::control;

@@ -1,6 +1,6 @@
 // Addresses as text: the one formatter (IPv6 in brackets), the port parser, the HOST:PORT check a
 // routing table applies, and Endpoint::to_string built on them.
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 
 #include <doctest/doctest.h>
 

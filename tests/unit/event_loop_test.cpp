@@ -1,4 +1,4 @@
-#include "common/event_loop.h"
+#include "common/runtime/event_loop.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "common/frame_protocol.h"
+#include "common/codec/frame_protocol.h"
 
 #include <doctest/doctest.h>
 

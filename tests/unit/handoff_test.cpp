@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/router.h"
-#include "common/shard_map.h"
-#include "common/table.h"
+#include "common/routing/router.h"
+#include "common/routing/shard_map.h"
+#include "common/routing/table.h"
 #include "tests/sample_endpoints.h"
 
 using namespace imhash;

@@ -1,13 +1,14 @@
-// Histogram (common/histogram.h) and its Prometheus rendering (MetricsText::histogram): a value on
-// a bound counts in that bound's bucket ("le"), one above every bound in "+Inf"; the rendered
-// buckets are cumulative and _count is their total; adding histograms adds counts and sums.
-#include "common/histogram.h"
+// Histogram (common/codec/histogram.h) and its Prometheus rendering (MetricsText::histogram): a
+// value on a bound counts in that bound's bucket ("le"), one above every bound in "+Inf"; the
+// rendered buckets are cumulative and _count is their total; adding histograms adds counts and
+// sums.
+#include "common/codec/histogram.h"
 
 #include <doctest/doctest.h>
 
 #include <array>
 
-#include "common/metrics.h"
+#include "common/runtime/metrics.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/http_client.h"
+#include "common/links/http_client.h"
 #include "config_server/admin_http.h"
 #include "imctl/imctl_command.h"
 #include "imctl/imctl_format.h"

@@ -1,7 +1,7 @@
-// The one strict JSON reader (common/json_fields.h) and the strict parse in front of it
-// (parse_strict_json in common/json_check.h): every kind of member, required and optional, unknown
-// keys rejected or ignored, and the error sentences with full paths.
-#include "common/json_fields.h"
+// The one strict JSON reader (common/routing/json_fields.h) and the strict parse in front of it
+// (parse_strict_json in common/codec/json_check.h): every kind of member, required and optional,
+// unknown keys rejected or ignored, and the error sentences with full paths.
+#include "common/routing/json_fields.h"
 
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <boost/json.hpp>
 #include <string>
 
-#include "common/json_check.h"
+#include "common/codec/json_check.h"
 
 using namespace imhash;
 namespace json = boost::json;

@@ -1,18 +1,18 @@
-// The cluster-key handshake: proofs (common/link_auth.h), its frames and messages, the config
-// server's side (config_server/node_auth.h), and the listener rules that go with it.
-#include "common/link_auth.h"
+// The cluster-key handshake: proofs (common/security/link_auth.h), its frames and messages, the
+// config server's side (config_server/node_auth.h), and the listener rules that go with it.
+#include "common/security/link_auth.h"
 
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "common/cluster_key.h"
-#include "common/connection_quota.h"
-#include "common/control_protocol.h"
-#include "common/endpoint.h"
-#include "common/frame_protocol.h"
-#include "common/token.h"
+#include "common/codec/endpoint.h"
+#include "common/codec/frame_protocol.h"
+#include "common/routing/control_protocol.h"
+#include "common/runtime/cluster_key.h"
+#include "common/runtime/connection_quota.h"
+#include "common/security/token.h"
 #include "config_server/node_auth.h"
 
 using namespace imhash;
@@ -184,7 +184,7 @@ TEST_CASE("control protocol: the handshake's messages round-trip") {
 
 namespace {
 
-// The node's half of the config-link handshake, as common/config_link.cpp does it.
+// The node's half of the config-link handshake, as common/links/config_link.cpp does it.
 struct NodeSide {
   link_auth::Transcript t{
       .link = "config", .client_role = "hash", .client_name = "hash1", .server_name = "config"};

@@ -1,5 +1,5 @@
 // --log-format: json lines parse with Boost.JSON whatever the message holds; text stays as it was.
-#include "common/log_format.h"
+#include "common/runtime/log_format.h"
 
 #include <doctest/doctest.h>
 #include <spdlog/sinks/ostream_sink.h>

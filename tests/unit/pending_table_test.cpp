@@ -1,10 +1,10 @@
-#include "common/pending_table.h"
+#include "common/routing/pending_table.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
 
-#include "common/backoff.h"
+#include "common/links/backoff.h"
 
 using namespace imhash;
 

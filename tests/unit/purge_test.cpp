@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "common/router.h"
-#include "common/routing_table.h"
+#include "common/routing/router.h"
+#include "common/routing/routing_table.h"
 
 using namespace imhash;
 using frame::PurgeAction;

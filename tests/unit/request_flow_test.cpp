@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/shard_map.h"
+#include "common/routing/shard_map.h"
 
 namespace imhash {
 namespace {

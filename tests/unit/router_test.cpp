@@ -1,6 +1,6 @@
 // Tests of the compiled routers: golden owners for every mode (login and hash servers must agree on
 // them forever), the modulo identity mode, range lookups, and the ring's balance and movement.
-#include "common/router.h"
+#include "common/routing/router.h"
 
 #include <doctest/doctest.h>
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "common/shard_map.h"
-#include "common/table_edits.h"
-#include "common/table_text.h"
+#include "common/routing/shard_map.h"
+#include "common/routing/table_text.h"
+#include "config_server/table_edits.h"
 #include "tests/sample_tables.h"
 
 namespace imhash {

@@ -1,5 +1,5 @@
 // Tests of the routing table value type: JSON format, validation and the edit operations.
-#include "common/routing_table.h"
+#include "common/routing/routing_table.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <limits>
 #include <string>
 
-#include "common/hash.h"
-#include "common/table_edits.h"
+#include "common/codec/hash.h"
+#include "config_server/table_edits.h"
 #include "tests/sample_tables.h"
 
 namespace imhash {

@@ -1,7 +1,7 @@
 // The table a hash or login server keeps in its --state-dir: replaced atomically (the shared
 // durable-file code the config server's state uses), never moved back to an older version, and a
 // missing or damaged file is no reason not to start.
-#include "common/saved_table.h"
+#include "common/runtime/saved_table.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
-#include "common/durable_file.h"
-#include "common/options.h"
-#include "common/table_json.h"
+#include "common/routing/table_json.h"
+#include "common/runtime/durable_file.h"
+#include "common/runtime/options.h"
 #include "harness/log_file.h"
 #include "harness/temp_dir.h"
 

@@ -1,7 +1,7 @@
 // Pinned values of the hash functions and the shard map: login and hash servers (and third-party
 // implementations, see docs/protocol.md) must agree on them forever. Never update these numbers to
 // make a change pass; a change here is a protocol change.
-#include "common/shard_map.h"
+#include "common/routing/shard_map.h"
 
 #include <doctest/doctest.h>
 

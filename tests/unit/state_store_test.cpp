@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/options.h"
+#include "common/runtime/options.h"
 #include "config_server/file_state_store.h"
 #include "harness/log_file.h"
 #include "harness/temp_dir.h"

@@ -1,6 +1,6 @@
-// --tls-cert, --tls-key, --tls-ca (common/tls_options.h): all three or none, and every bad file
-// is refused at start-up with an error naming it.
-#include "common/tls_options.h"
+// --tls-cert, --tls-key, --tls-ca (common/runtime/tls_options.h): all three or none, and every bad
+// file is refused at start-up with an error naming it.
+#include "common/runtime/tls_options.h"
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>

@@ -35,8 +35,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/endpoint.h"
-#include "common/options.h"
+#include "common/codec/endpoint.h"
+#include "common/runtime/options.h"
 
 namespace po = boost::program_options;
 using namespace imhash;

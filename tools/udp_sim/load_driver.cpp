@@ -9,7 +9,7 @@
 #include <cmath>
 #include <ctime>
 
-#include "common/clock.h"
+#include "common/runtime/clock.h"
 #include "tools/udp_sim/receive_time.h"
 
 namespace imhash::sim {

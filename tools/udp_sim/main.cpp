@@ -14,8 +14,8 @@
 #include <memory>
 #include <random>
 
-#include "common/key_file.h"
-#include "common/options.h"
+#include "common/runtime/key_file.h"
+#include "common/runtime/options.h"
 #include "tools/udp_sim/load_driver.h"
 #include "tools/udp_sim/report.h"
 #include "tools/udp_sim/sim_config.h"

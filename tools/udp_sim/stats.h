@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "common/client_protocol.h"
+#include "common/codec/client_protocol.h"
 #include "tools/udp_sim/latency_histogram.h"
 
 namespace imhash::sim {

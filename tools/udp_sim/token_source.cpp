@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/token.h"
+#include "common/security/token.h"
 
 namespace imhash::sim {
 

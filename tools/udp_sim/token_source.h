@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "common/client_protocol.h"
-#include "common/token.h"
+#include "common/codec/client_protocol.h"
+#include "common/security/token.h"
 
 namespace imhash::sim {
 

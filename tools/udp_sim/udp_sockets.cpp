@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/options.h"
+#include "common/runtime/options.h"
 
 namespace imhash::sim {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/endpoint.h"
+#include "common/codec/endpoint.h"
 
 namespace imhash::sim {
 

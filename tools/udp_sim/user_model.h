@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "common/client_protocol.h"
-#include "common/endpoint.h"
+#include "common/codec/client_protocol.h"
+#include "common/codec/endpoint.h"
 #include "tools/udp_sim/rng.h"
 #include "tools/udp_sim/sim_config.h"
 
