@@ -1,7 +1,9 @@
-// Force-included first into every file of a core — the config server's (imhash_cluster_core,
-// config_server/CMakeLists.txt) and the shard's (imhash_shard_core, hash_server/CMakeLists.txt):
-// a core gets its time and its links from its caller and returns what is
-// to be logged, so a file of it that uses Asio, Beast, spdlog or a clock does not compile.
+// Force-included first into every file of the pure layer and of the cores (imhash_pure() in
+// CMakeLists.txt: imhash_codec, imhash_routing, imhash_security, the table edits, the etcd codec,
+// node auth, the record store, the login logic, and the shard's and the config server's cores): a
+// core gets its time and its links from its caller and returns what is to be logged, and the pure
+// layer under it is the same, so a file there that uses Asio, Beast, spdlog or a clock does not
+// compile.
 #pragma once
 
 // The standard headers that declare the clocks come first: Boost.JSON includes them, and the
