@@ -413,7 +413,6 @@ void Shard::stream_step() {
   for (Handoff::Batch& b : *cut) {
     if (hooks_.send_batch) hooks_.send_batch(index_, std::move(b));
   }
-  cut->clear();
   apply_effects();  // the next step, or the stream's end
 }
 

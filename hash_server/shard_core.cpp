@@ -20,7 +20,6 @@ ShardCore::Effects ShardCore::take_effects() {
   IMHASH_ON_OWNER_THREAD(thread_check_.owned());
   Effects e = std::move(effects_);
   effects_ = Effects{};
-  has_effects_ = false;
   return e;
 }
 

@@ -101,9 +101,9 @@ class ShardCore {
     }
   };
   // The effects of the calls since the last take_effects(); the adapter takes them after each call
-  // (or each batch of frames), which leaves them empty. has_effects() is one load for the data
-  // path.
-  bool has_effects() const { return has_effects_; }
+  // (or each batch of frames), which leaves them empty; has_effects() costs the data path a few
+  // compares a batch.
+  bool has_effects() const { return !effects_.empty(); }
   Effects take_effects();
 
   // ---- requests ---------------------------------------------------------------------------
@@ -170,10 +170,7 @@ class ShardCore {
   const Router* router() const { return router_.get(); }
 
  private:
-  Effects& effects() {
-    has_effects_ = true;
-    return effects_;
-  }
+  Effects& effects() { return effects_; }
   void handle_import(const frame::Request& q);
   // Deletes are remembered (tombstones) while a move may still bring the id back.
   void remember_delete(uint64_t id, const frame::Request& q);
@@ -210,7 +207,6 @@ class ShardCore {
 
   ThreadCheck thread_check_;
   Effects effects_;
-  bool has_effects_ = false;
 
   RecordStore store_;
   Purge purge_;
