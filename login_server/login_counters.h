@@ -34,6 +34,9 @@ namespace imhash {
     "copies of writes to replicas that failed or were refused")                                 \
   X(replica_reads, "imhash_login_replica_reads_total",                                          \
     "lookups sent to a replica because the members before it failed or were out of reach")      \
+  X(hedged, "imhash_login_hedged_total",                                                        \
+    "requests sent on to the next replica because their member had not answered within "        \
+    "--hedge-ms")                                                                               \
   X(hints_queued, "imhash_login_hints_queued_total",                                            \
     "writes held for a replica whose link was down, to be sent in order once it is back")       \
   X(hints_replayed, "imhash_login_hints_replayed_total", "held writes sent to their replica")   \

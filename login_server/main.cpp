@@ -27,6 +27,10 @@ int login_server_main(int argc, char** argv) {
       "more CPU (0: always sleep at once)")(
       "timeout-ms", po::value<uint32_t>()->default_value(100),
       "deadline of a request at a hash server; the client then gets TIMEOUT")(
+      "hedge-ms", po::value<uint32_t>(),
+      "with replicas: a request its hash server has not answered within this long goes on to "
+      "the next replica, whose answer the client gets, still within --timeout-ms "
+      "(default: half of --timeout-ms; 0: off)")(
       "max-in-flight", po::value<uint32_t>()->default_value(4096),
       "requests in flight per link (per worker, hash server and shard); beyond: UNAVAILABLE")(
       "down-after", po::value<uint32_t>()->default_value(3),
@@ -122,6 +126,9 @@ int login_server_main(int argc, char** argv) {
   if (prefix == 0 || prefix > 128) throw UsageError("--rate-limit-ipv6-prefix must be 1 to 128");
   limit.ipv6_prefix = static_cast<uint8_t>(prefix);
   config.worker.flow.park_ns = std::chrono::nanoseconds(link.timeout).count();
+  const uint32_t hedge = opts.has("hedge-ms") ? opts.get<uint32_t>("hedge-ms") : timeout / 2;
+  if (hedge >= timeout) throw UsageError("--hedge-ms must be below --timeout-ms (0: off)");
+  config.worker.flow.hedge_ns = std::chrono::nanoseconds(std::chrono::milliseconds(hedge)).count();
   config.worker.flow.max_parked = link.max_in_flight;
   LoginServer server(std::move(config));
   server.run();

@@ -137,6 +137,7 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   const auto index = static_cast<uint32_t>(token);
   switch (r->stage) {
     case Request::Stage::kRepair:
+    case Request::Stage::kAbandoned:
       release(index);
       return;
     case Request::Stage::kReplicaWrite:
@@ -207,6 +208,11 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
 
 void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
+  while (hedges_.due(now_ns)) hedge(hedges_.pop(), now_ns, out);
+  while (deadlines_.due(now_ns)) {
+    const Timer t = deadlines_.pop();
+    if (at_send(t)) fail(t.index, Status::kTimeout, now_ns, out);
+  }
   std::erase_if(parked_, [&](const Parked& p) {
     if (p.until_ns > now_ns) return false;
     fail(p.index, Status::kTimeout, now_ns, out);
@@ -360,6 +366,7 @@ void RequestFlow::send(uint32_t index, const LinkTarget& target, uint64_t table_
   }
   a.token = token_of(index);
   Request& sent = slots_[index];
+  ++sent.sends;
   sent.link_server = target.current;
   sent.link_shard = target.shard;
   sent.link_version = router_ ? router_->version() : 0;
@@ -394,6 +401,7 @@ void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {
   ++counters_.forwarded;
   if (first > 0 && sent.type == FrameType::kGet) ++counters_.replica_reads;
   send(index, target, router_->version(), out);
+  arm_hedge(index, now_ns);
   if (sent.type != FrameType::kGet) write_replicas(index, set, first, now_ns, out);
 }
 
@@ -440,6 +448,7 @@ bool RequestFlow::read_next_member(uint32_t index, int64_t now_ns, FlowActions& 
     slots_[index].member = static_cast<uint8_t>(i);
     ++counters_.replica_reads;
     send(index, target, router_->version(), out);
+    arm_hedge(index, now_ns);
     return true;
   }
   return false;
@@ -462,9 +471,55 @@ bool RequestFlow::write_next_member(uint32_t index, int64_t now_ns, FlowActions&
     if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
     slots_[index].member = static_cast<uint8_t>(i);
     send(index, target, router_->version(), out);
+    arm_hedge(index, now_ns);
     return true;
   }
   return false;
+}
+
+void RequestFlow::arm_hedge(uint32_t index, int64_t now_ns) {
+  const Request& r = slots_[index];
+  if (settings_.hedge_ns <= 0 || r.hedged || router_->replicas() == 1 || r.flags != 0 ||
+      (r.stage != Request::Stage::kFirst && r.stage != Request::Stage::kNewDelete)) {
+    return;
+  }
+  hedges_.push({index, r.generation, r.sends, now_ns + settings_.hedge_ns});
+}
+
+RequestFlow::Request* RequestFlow::at_send(const Timer& t) {
+  Request& r = slots_[t.index];
+  return r.live && r.generation == t.generation && r.sends == t.sends ? &r : nullptr;
+}
+
+void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
+  const Request* r = at_send(t);
+  // Still waiting for the member the timer was set for, under the table it was sent under.
+  if (!r || !router_ || r->link_version != router_->version()) return;
+  const ReplicaSet set = router_->replica_set(r->ask.user_id);
+  for (uint32_t i = r->member + 1u; i < set.size; ++i) {
+    const LinkTarget target = member_target(set.routes[i]);
+    if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
+    const uint32_t next = allocate();
+    Request& first = slots_[t.index];
+    Request& c = slots_[next];
+    c.ask = first.ask;
+    c.client = first.client;
+    c.type = first.type;
+    c.stage = first.stage;
+    c.retried = first.retried;
+    c.received_ns = first.received_ns;
+    c.member = static_cast<uint8_t>(i);
+    c.hedged = true;
+    // The first try goes on without anyone waiting for it; a write's stays a copy for its member.
+    first.stage =
+        first.type == FrameType::kGet ? Request::Stage::kAbandoned : Request::Stage::kReplicaWrite;
+    ++counters_.hedged;
+    send(next, target, router_->version(), out);
+    const Request& sent = slots_[next];
+    deadlines_.push(
+        {next, sent.generation, sent.sends, t.at_ns - settings_.hedge_ns + settings_.park_ns});
+    return;
+  }
 }
 
 bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
@@ -631,8 +686,8 @@ void RequestFlow::reply_answer(uint32_t index, const frame::Response& response, 
 
 void RequestFlow::fail(uint32_t index, Status status, int64_t now_ns, FlowActions& out) {
   const Request& r = slots_[index];
-  if (r.stage == Request::Stage::kRepair) {  // nobody waits for a repair
-    release(index);
+  if (r.stage == Request::Stage::kRepair || r.stage == Request::Stage::kAbandoned) {
+    release(index);  // nobody waits for these
     return;
   }
   if (r.stage == Request::Stage::kReplicaWrite) {  // nor for a replica's copy

@@ -8,8 +8,10 @@
 // With replicas (Router::replicas() > 1) an id has a replica set, owner first. A write goes to
 // every member whose link can take it: the first such member's answer is the reply, the others get
 // copies nobody waits for. A read goes to the first member that can take it, and on to the next one
-// when that member fails or answers neither OK, NOT_FOUND nor MOVED. Earlier owners are the members
-// of the earlier tables' sets that are not in the current one.
+// when that member fails or answers neither OK, NOT_FOUND nor MOVED. A member that has not answered
+// within the hedge delay is not waited for: the request goes on to the next member, within the
+// same deadline (see "Hedging" below). Earlier owners are the members of the earlier tables' sets
+// that are not in the current one.
 //
 // It owns no socket, no clock and no lock: the worker feeds it datagrams, hash server answers,
 // link failures and the time, and carries out the actions it returns (send this frame on that
@@ -88,6 +90,10 @@ struct FlowSettings {
   int64_t park_ns = 100'000'000;
   // Requests parked at most; beyond that a MOVED request is answered UNAVAILABLE.
   uint32_t max_parked = 4096;
+  // With replicas: a member that has not answered a request within this long is not waited for;
+  // the next member gets the request, and the client's answer still comes within park_ns of the
+  // first try (--hedge-ms; 0: off, a member is left only when it fails).
+  int64_t hedge_ns = 0;
   // Empty: authentication off. Otherwise LOGIN/HEARTBEAT/LOGOUT need a TOKEN MACed with this key.
   std::vector<uint8_t> auth_key;
   RateLimit rate_limit;  // rate 0: off
@@ -136,12 +142,14 @@ class RequestFlow {
                       // so no fallback read finds the user once the client is told it logged out
       kNewDelete,     // ... then at the owner (as kFirst, without repeating the step above)
       kReplicaWrite,  // a write's copy to another member of the replica set (nobody waits for it)
+      kAbandoned,     // a read whose member was too slow: the next member answers the client
     };
     ClientAsk ask{};
     ClientAddr client{};
     frame::FrameType type = frame::FrameType::kPing;
     Stage stage = Stage::kFirst;
     bool retried = false;        // re-sent once after MOVED, under a newer table
+    bool hedged = false;         // took over from a member too slow to answer (once per request)
     bool in_doubt = false;       // kFallback after NOT_READY: a miss there is no answer
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
     uint8_t earlier = 0;         // kFallback/kOldDelete: the next earlier table to consult
@@ -150,6 +158,7 @@ class RequestFlow {
     uint32_t age_seconds = 0;    // kRepair: the age of the record copied
     int64_t received_ns = 0;     // for the latency histogram (0: a repair)
     uint32_t generation = 0;     // of the slot, so a stale token finds nothing
+    uint32_t sends = 0;          // frames sent so far: a timer set at one send finds it moved on
     bool live = false;
     // The link it was last sent on: its server's index in table `link_version` (kNotCurrent: a
     // server only an earlier table has) and shard. A write whose frame never reached the server
@@ -158,6 +167,45 @@ class RequestFlow {
     uint32_t link_shard = 0;
     uint64_t link_version = 0;
   };
+  // Hedging. A client's request (kFirst or kNewDelete, with replicas) whose member has not
+  // answered after hedge_ns is sent to the next member of its set that can take it, in a new slot
+  // that takes over the client; the first try stays on its link in a slot nobody waits for (a
+  // read: kAbandoned; a write: kReplicaWrite, so a failure there is held for that member like any
+  // copy's). A write's second copy at the next member is the same write (idempotent, as in
+  // write_next_member). The new slot answers TIMEOUT when park_ns has passed since the first
+  // try, whatever its own link's deadline. So a frozen or slow member costs its reads and writes
+  // hedge_ns, not the deadline, while another member of the set answers. Both queues are in time
+  // order (one delay for all): tick() looks at their fronts only.
+  struct Timer {
+    uint32_t index;
+    uint32_t generation;
+    uint32_t sends;  // the request's sends when set: a request that moved on is not touched
+    int64_t at_ns;
+  };
+  // A FIFO without allocation once grown: pops move a head, pushes reuse the space before it.
+  class TimerQueue {
+   public:
+    bool due(int64_t now_ns) const {
+      return head_ < items_.size() && items_[head_].at_ns <= now_ns;
+    }
+    Timer pop() { return items_[head_++]; }
+    void push(const Timer& t) {
+      if (head_ == items_.size()) {
+        items_.clear();
+        head_ = 0;
+      }
+      if (head_ > 0 && items_.size() == items_.capacity()) {
+        items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
+        head_ = 0;
+      }
+      items_.push_back(t);
+    }
+
+   private:
+    std::vector<Timer> items_;
+    size_t head_ = 0;
+  };
+
   // A request that met MOVED, waiting until `until_ns` for a table of at least `version` (the one
   // the hash server named): a table in between does not release it, as the server would only
   // answer MOVED again.
@@ -230,6 +278,12 @@ class RequestFlow {
   // writes are sent first, leaving room for that frame).
   bool ready(const LinkTarget& target, int64_t now_ns, FlowActions& out);
   bool read_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
+  // After a client request's send: its hedge timer, when hedging applies to it.
+  void arm_hedge(uint32_t index, int64_t now_ns);
+  // Its member has not answered in time: the request goes to the next member (see "Hedging").
+  void hedge(const Timer& t, int64_t now_ns, FlowActions& out);
+  // A live request at the send a timer was set at, or null.
+  Request* at_send(const Timer& t);
   // A write whose answering member's link failed goes to the next member that can take it.
   bool write_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
   void read_repair(const Request& found_for, const frame::Response& found, FlowActions& out);
@@ -256,6 +310,8 @@ class RequestFlow {
   size_t used_ = 0;
   std::vector<Parked> parked_;          // MOVED, waiting (bounded in time) for a newer table
   std::vector<HintQueue> hint_queues_;  // members with held writes (few: those out of reach)
+  TimerQueue hedges_;                   // client requests to send on to the next member at at_ns
+  TimerQueue deadlines_;                // hedged requests to answer TIMEOUT at at_ns
 };
 
 }  // namespace imhash

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/config_cluster.h"
@@ -186,19 +187,35 @@ TEST_CASE("replicas: with failover on, a killed server's ids move to the others,
   CHECK(found(udp, 1, kUsers) == kUsers);
 }
 
-TEST_CASE("replicas: a primary stopped with SIGSTOP is read at its replica") {
+TEST_CASE("replicas: a member frozen with SIGSTOP costs no request a TIMEOUT or UNAVAILABLE") {
+  // Issue 33: frozen, hash2 keeps its connections open and answers nothing. Each read and write it
+  // does not answer within --hedge-ms (half the deadline) goes on to the next member of its set,
+  // whose answer the client gets within the same deadline; once hash2's links are marked down,
+  // its requests go straight to the next member and its writes are held for it.
   ConfigCluster c(ConfigClusterOptions{.grace_ms = 1000, .initial_mode = "ring"});
   const uint16_t udp = c.start_serving(3);
   REQUIRE(c.imctl({"replicas", "2"}).exit_code == 0);
   REQUIRE(c.wait_converged(c.version(), 4));
   constexpr uint64_t kUsers = 5000;
   log_in(udp, 1, kUsers);
-  // No reset, no answer: each read waits for its deadline at hash2, then goes to the replica in
-  // the same request (and straight there once hash2's links are marked down).
+  auto sim = start_load(udp, 100000, 3000, 2000, 8);
+  const uint64_t from = c.gets_served();
+  REQUIRE(wait_until([&] { return c.gets_served() >= from + 2000; }, kPatience, kPollInterval));
   ::kill(c.hash(2).pid(), SIGSTOP);
-  const uint64_t got = found(udp, 1, kUsers);
+  const uint64_t got = found(udp, 1, kUsers);  // the silent users, each read once meanwhile
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the fault's length, not a wait
   ::kill(c.hash(2).pid(), SIGCONT);
   CHECK(got == kUsers);
+  const UdpSimSummary s = summary_of(*sim);
+  CHECK(s.verify.result == "pass");
+  for (const std::string op : {"LOGIN", "HEARTBEAT", "LOOKUP", "LOGOUT"}) {
+    CAPTURE(op);
+    CHECK(s.op(op).count("TIMEOUT") == 0);
+    CHECK(s.op(op).count("UNAVAILABLE") == 0);
+    CHECK(s.op(op).no_reply == 0);
+  }
+  CHECK(s.op("HEARTBEAT").requests > 1000);
+  sim->stop(0);
 }
 
 namespace {

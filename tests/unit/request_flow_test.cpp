@@ -1133,4 +1133,133 @@ TEST_CASE("request_flow: a write whose link failed is held for its member again"
   }
 }
 
+// ---- hedging ------------------------------------------------------------------------------------
+
+// A flow with replicas whose members get hedge_ns to answer before the next one is asked.
+struct Hedging : Harness {
+  explicit Hedging(uint32_t rf, int64_t hedge_ms = 50) {
+    settings.hedge_ns = hedge_ms * kMs;
+    settings.park_ns = 100 * kMs;
+    set(routing(replicated(2, 1, rf)));
+  }
+  std::vector<FlowAction>& tick_at(int64_t at) {
+    out.clear();
+    flow.tick(at, out);
+    return out;
+  }
+};
+
+TEST_CASE("request_flow: a read its member does not answer in time goes on to the next member") {
+  for_each_rf([](uint32_t rf) {
+    Hedging h(rf);
+    const auto a = h.request(Op::kLookup, 10);
+    REQUIRE(a.size() == 1);
+    check_send(a[0], "hash1", FrameType::kGet, 2);
+    CHECK(h.tick_at(h.now + 49 * kMs).empty());  // not yet
+    auto& b = h.tick_at(h.now + 50 * kMs);
+    REQUIRE(b.size() == 1);
+    check_send(b[0], "hash2", FrameType::kGet, 2);
+    CHECK(b[0].token != a[0].token);  // a slot of its own: the first try's answer is no answer
+    const uint64_t hedge = b[0].token;
+    CHECK(h.counters.hedged == 1);
+    SUBCASE("the next member answers: that is the client's answer") {
+      auto& r = h.answer_with(hedge, found(30));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).status == Status::kOk);
+      CHECK(reply_of(r[0]).endpoint == kUserEndpoint);
+      // The slow member's answer or failure, later, does nothing.
+      SUBCASE("answer") { CHECK(h.answer_with(a[0].token, found(31)).empty()); }
+      SUBCASE("failure") { CHECK(h.fail_with(a[0].token, Status::kTimeout).empty()); }
+      CHECK(h.flow.active() == 0);
+    }
+    SUBCASE("the slow member answers first: it is not waited for any more, the next one is") {
+      CHECK(h.answer_with(a[0].token, found(31)).empty());
+      auto& r = h.answer_with(hedge, found(30));
+      REQUIRE(r.size() == 1);
+      CHECK(reply_of(r[0]).age == 30);
+    }
+    SUBCASE("nobody answers: TIMEOUT within the first try's deadline, once") {
+      CHECK(h.tick_at(h.now + 99 * kMs).empty());
+      auto& r = h.tick_at(h.now + 100 * kMs);
+      REQUIRE(r.size() == 1);  // and no third try: a request is hedged once
+      CHECK(reply_of(r[0]).status == Status::kTimeout);
+      CHECK(h.fail_with(hedge, Status::kTimeout).empty());
+      CHECK(h.fail_with(a[0].token, Status::kTimeout).empty());
+      CHECK(h.flow.active() == 0);
+    }
+    SUBCASE("the next member fails: on to a third, or the client hears it") {
+      auto& r = h.fail_with(hedge, Status::kUnavailable);
+      REQUIRE(r.size() == 1);
+      if (rf == 3) {
+        check_send(r[0], "hash3", FrameType::kGet, 2);
+      } else {
+        CHECK(reply_of(r[0]).status == Status::kUnavailable);
+      }
+    }
+  });
+}
+
+TEST_CASE("request_flow: a write its member does not answer in time is answered by the next one") {
+  Hedging h(2);  // id 10: hash1, then hash2
+  const auto a = h.request(Op::kHeartbeat, 10);
+  REQUIRE(a.size() == 2);  // hash1's, which the client waits for, and hash2's copy
+  check_send(a[0], "hash1", FrameType::kUpsert, 2);
+  check_send(a[1], "hash2", FrameType::kUpsert, 2);
+  CHECK(h.answer_with(a[1].token, answer(FrameStatus::kOk)).empty());  // the copy landed
+  auto& b = h.tick_at(h.now + 50 * kMs);
+  REQUIRE(b.size() == 1);
+  check_send(b[0], "hash2", FrameType::kUpsert, 2);  // the same write again: idempotent
+  CHECK(b[0].frame.endpoint == kUserEndpoint);
+  const uint64_t hedge = b[0].token;
+  auto& r = h.answer_with(hedge, answer(FrameStatus::kOk));
+  REQUIRE(r.size() == 1);
+  CHECK(reply_of(r[0]).status == Status::kOk);
+  SUBCASE("the slow member's try stays a copy: lost with its link, it is held for that member") {
+    CHECK(h.fail_with(a[0].token, Status::kUnavailable).empty());
+    CHECK(h.flow.hints() == 1);
+    CHECK(h.counters.replica_write_failures == 1);
+  }
+  SUBCASE("answered late, it is released") {
+    CHECK(h.answer_with(a[0].token, answer(FrameStatus::kOk)).empty());
+    CHECK(h.flow.hints() == 0);
+  }
+  CHECK(h.flow.active() == 0);
+}
+
+TEST_CASE("request_flow: no hedge for an answered request, one copy, or with hedging off") {
+  SUBCASE("answered before the hedge delay") {
+    Hedging h(2);
+    const auto a = h.request(Op::kLookup, 10);
+    REQUIRE(h.answer_with(a[0].token, found()).size() == 1);
+    CHECK(h.tick_at(h.now + 60 * kMs).empty());
+  }
+  SUBCASE("moved on to the next member meanwhile (its link failed): timed from there") {
+    Hedging h(3);
+    const auto a = h.request(Op::kLookup, 10);
+    h.now += 20 * kMs;
+    REQUIRE(h.fail_with(a[0].token, Status::kUnavailable).size() == 1);  // to hash2
+    CHECK(h.tick_at(h.now + 49 * kMs).empty());
+    auto& b = h.tick_at(h.now + 50 * kMs);
+    REQUIRE(b.size() == 1);
+    check_send(b[0], "hash3", FrameType::kGet, 2);
+  }
+  SUBCASE("one copy") {
+    Hedging h(1);
+    REQUIRE(h.request(Op::kLookup, 10).size() == 1);
+    CHECK(h.tick_at(h.now + 60 * kMs).empty());
+  }
+  SUBCASE("hedging off") {
+    Hedging h(2, 0);
+    REQUIRE(h.request(Op::kLookup, 10).size() == 1);
+    CHECK(h.tick_at(h.now + 60 * kMs).empty());
+  }
+  SUBCASE("no other member can take it: the first try is waited for") {
+    Hedging h(2);
+    const auto a = h.request(Op::kLookup, 10);
+    h.links.blocked = {"hash2"};
+    CHECK(h.tick_at(h.now + 60 * kMs).empty());
+    CHECK(h.answer_with(a[0].token, found()).size() == 1);
+  }
+}
+
 }  // namespace imhash
