@@ -126,6 +126,7 @@ void RequestFlow::on_datagram(std::span<const uint8_t> datagram, const ClientAdd
   r.client = from;
   r.type = plan.frame_type;
   r.received_ns = now_ns;
+  if (r.type != FrameType::kGet) r.write_seq = ++writes_;
   forward(index, now_ns, out);
 }
 
@@ -265,8 +266,7 @@ RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
   return i < hint_queues_.size() ? &hint_queues_[i] : nullptr;
 }
 
-void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns,
-                       bool keep_later) {
+void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns) {
   HintQueue* q = hints_for(target);
   if (!q) {
     q = &hint_queues_.emplace_back();
@@ -275,12 +275,16 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
     q->shard = target.shard;
   }
   const auto it = q->hints.find(write.ask.user_id);
-  if (it != q->hints.end() && keep_later) return;
+  // Writes fail in the order they were sent, so a later write of the id may be held already (the
+  // link was full, then broke with an earlier one on it), or come after (two writes of the id on
+  // a link that breaks): the later one by sequence is the record, whichever arrives last here.
+  if (it != q->hints.end() && it->second.write_seq > write.write_seq) return;
   if (it == q->hints.end() && q->hints.size() >= kMaxHints) {
     ++counters_.hints_dropped;
     return;
   }
-  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds, now_ns};
+  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds,
+               now_ns,     write.write_seq};
   if (it == q->hints.end()) {
     q->hints.emplace(write.ask.user_id, h);
   } else {
@@ -301,7 +305,7 @@ void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
     return;
   }
   const LinkTarget target{&router_->table().servers[r.link_server], r.link_server, r.link_shard};
-  hold(target, r, now_ns, /*keep_later=*/true);
+  hold(target, r, now_ns);
 }
 
 bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
@@ -327,6 +331,7 @@ bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowAct
     c.ask.user_id = h.id;
     c.ask.endpoint = h.endpoint;
     c.type = h.type;
+    c.write_seq = h.write_seq;
     c.stage = Request::Stage::kReplicaWrite;
     // The record's age as it would be had the write arrived on time.
     c.age_seconds = h.age_seconds + static_cast<uint32_t>((now_ns - h.held_ns) / 1'000'000'000);
@@ -424,6 +429,7 @@ void RequestFlow::write_replicas(uint32_t index, const ReplicaSet& set, uint32_t
     c.ask = r.ask;
     c.type = r.type;
     c.flags = r.flags;
+    c.write_seq = r.write_seq;
     c.stage = Request::Stage::kReplicaWrite;
     ++counters_.replica_writes;
     send(copy, target, router_->version(), out);
@@ -507,6 +513,7 @@ void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
     c.type = first.type;
     c.stage = first.stage;
     c.retried = first.retried;
+    c.write_seq = first.write_seq;
     c.received_ns = first.received_ns;
     c.member = static_cast<uint8_t>(i);
     c.hedged = true;

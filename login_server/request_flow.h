@@ -159,6 +159,7 @@ class RequestFlow {
     int64_t received_ns = 0;     // for the latency histogram (0: a repair)
     uint32_t generation = 0;     // of the slot, so a stale token finds nothing
     uint32_t sends = 0;          // frames sent so far: a timer set at one send finds it moved on
+    uint64_t write_seq = 0;      // a client's write: its place among this flow's writes
     bool live = false;
     // The link it was last sent on: its server's index in table `link_version` (kNotCurrent: a
     // server only an earlier table has) and shard. A write whose frame never reached the server
@@ -230,6 +231,7 @@ class RequestFlow {
     Endpoint endpoint{};
     uint32_t age_seconds = 0;  // of the write when it was held
     int64_t held_ns = 0;
+    uint64_t write_seq = 0;  // of the write held: a later one replaces it, an earlier one not
   };
   struct HintQueue {
     std::string server, address;  // the member's identity (its table index may change)
@@ -264,10 +266,8 @@ class RequestFlow {
   // The member's queue of held writes, or null.
   HintQueue* hints_for(const LinkTarget& target);
   bool held_for(const LinkTarget& target) const;
-  // Holds `write` for `target`: in place of any write of the id held before, or, with
-  // `keep_later`, only if none is held (that one is later).
-  void hold(const LinkTarget& target, const Request& write, int64_t now_ns,
-            bool keep_later = false);
+  // Holds `write` for `target`, unless a later write of the id (by write_seq) is held already.
+  void hold(const LinkTarget& target, const Request& write, int64_t now_ns);
   // The write in slot `index` failed UNAVAILABLE on its link: held for that member again.
   void hold_again(uint32_t index, int64_t now_ns);
   // Sends the target's held writes while its link has room, keeping `reserve` frames of it for
@@ -308,6 +308,7 @@ class RequestFlow {
   std::vector<Request> slots_;  // grows to the most requests ever in flight at once
   std::vector<uint32_t> free_;  // free slot indexes
   size_t used_ = 0;
+  uint64_t writes_ = 0;                 // client writes so far: the next one's write_seq
   std::vector<Parked> parked_;          // MOVED, waiting (bounded in time) for a newer table
   std::vector<HintQueue> hint_queues_;  // members with held writes (few: those out of reach)
   TimerQueue hedges_;                   // client requests to send on to the next member at at_ns

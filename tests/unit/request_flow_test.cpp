@@ -1090,6 +1090,29 @@ TEST_CASE("request_flow: a write whose link failed is held for its member again"
     REQUIRE(h.request(Op::kLogout, 10).size() == 1);  // hash2's delete is held
     check_send(copy_fails_then_link_back(), "hash2", FrameType::kDelete, 2);
   }
+  SUBCASE("two writes of the id lost with one link: the later is held, in either order") {
+    // The client's LOGIN was answered by hash1; its LOGOUT follows before either copy to hash2
+    // is answered, and hash2's link breaks under both: they fail in the order they were sent.
+    auto& logout = h.request(Op::kLogout, 10);
+    REQUIRE(logout.size() == 2);
+    const uint64_t logout_copy = logout[1].token;
+    check_send(logout[1], "hash2", FrameType::kDelete, 2);
+    h.links.blocked = {"hash2"};
+    SUBCASE("in the order sent") {
+      CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
+      CHECK(h.fail_with(logout_copy, Status::kUnavailable).empty());
+    }
+    SUBCASE("the other way round") {
+      CHECK(h.fail_with(logout_copy, Status::kUnavailable).empty());
+      CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
+    }
+    CHECK(h.flow.hints() == 1);
+    h.links.blocked.clear();
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 1);
+    check_send(h.out[0], "hash2", FrameType::kDelete, 2);  // the LOGOUT, not the LOGIN again
+  }
   SUBCASE("the answering member's: the next member answers, the member gets it later") {
     auto& r = h.fail_with(login[0].token, Status::kUnavailable);
     REQUIRE(r.size() == 1);
