@@ -78,6 +78,28 @@ std::string Endpoint::to_string() const {
   return format_host_port(buf, port);
 }
 
+std::optional<Endpoint> parse_endpoint(std::string_view text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::optional<uint16_t> port = parse_port(text.substr(colon + 1));
+  std::string_view host = text.substr(0, colon);
+  const bool v6 = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (v6) host = host.substr(1, host.size() - 2);
+  // A copy on the stack for inet_pton's C string: a history checker reads millions of these.
+  char buf[INET6_ADDRSTRLEN];
+  if (!port || host.empty() || host.size() >= sizeof buf) return std::nullopt;
+  host.copy(buf, host.size());
+  buf[host.size()] = '\0';
+  std::array<uint8_t, 16> addr{};
+  if (inet_pton(v6 ? AF_INET6 : AF_INET, buf, addr.data()) != 1) return std::nullopt;
+  if (v6) return Endpoint::v6(addr, *port);
+  Endpoint e;
+  e.family = 4;
+  e.port = *port;
+  e.addr = addr;  // inet_pton wrote the first 4 bytes; the rest stay zero
+  return e;
+}
+
 bool is_unspecified_host(std::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);

@@ -1,6 +1,7 @@
 // Endpoint: an IPv4 or IPv6 address and a port, as the protocols carry it, and the one way every
-// program writes an address as text (format_host_port) and checks the HOST:PORT text a routing
-// table holds (check_host_port). A plain value type and pure functions; any thread may use them.
+// program writes an address as text (format_host_port), reads back an Endpoint's text
+// (parse_endpoint) and checks the HOST:PORT text a routing table holds (check_host_port). A plain
+// value type and pure functions; any thread may use them.
 #pragma once
 
 #include <array>
@@ -58,6 +59,12 @@ struct Endpoint {
 
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
+
+// The Endpoint that Endpoint::to_string() wrote as `text`: "1.2.3.4:80" (a dotted quad) or
+// "[2001:db8::1]:443" (any IPv6 literal inet_pton reads, without a zone), then a port 0..65535.
+// Only literals: a name ("localhost:80") or anything else is nullopt. Text that is not canonical
+// ("[0::1]:80") is read too, so to_string() may give back other text for the same Endpoint.
+std::optional<Endpoint> parse_endpoint(std::string_view text);
 
 // Why `e` cannot be stored as where a user is, or nullptr when it can: a client can be reached
 // only at a unicast address and a real port, so port 0, unspecified (0.0.0.0, ::), multicast

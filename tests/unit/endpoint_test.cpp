@@ -70,3 +70,37 @@ TEST_CASE("endpoint: is_unspecified_host finds the any-addresses a listener bind
   CHECK_FALSE(is_unspecified_address("[::1]:7001"));
   CHECK_FALSE(is_unspecified_address("no-port"));
 }
+
+TEST_CASE("endpoint: parse_endpoint reads back what Endpoint::to_string wrote") {
+  std::array<uint8_t, 16> doc{0x20, 0x01, 0x0d, 0xb8};
+  doc[15] = 1;
+  std::array<uint8_t, 16> mapped{};
+  mapped[10] = mapped[11] = 0xff;
+  mapped[12] = 10;
+  mapped[15] = 1;
+  for (const Endpoint& e :
+       {Endpoint::v4(0x0a000007, 4242), Endpoint::v4(0, 0), Endpoint::v4(0xffffffff, 65535),
+        Endpoint::v6(doc, 443), Endpoint::v6({}, 1), Endpoint::v6(mapped, 9)}) {
+    CAPTURE(e.to_string());
+    CHECK(parse_endpoint(e.to_string()) == e);
+  }
+  CHECK(parse_endpoint("[::ffff:10.0.0.1]:9") == Endpoint::v6(mapped, 9));  // stays family 6
+  CHECK(parse_endpoint("[2001:0db8:0::1]:443") == Endpoint::v6(doc, 443));  // not canonical
+  const auto refused = [](const char* text) {
+    CAPTURE(text);
+    CHECK_FALSE(parse_endpoint(text));
+  };
+  for (const char* no_port : {"", ":", "10.0.0.7", "10.0.0.7:", "[::1]", "[::1]:", "none", "-"}) {
+    refused(no_port);
+  }
+  for (const char* bad_port : {"10.0.0.7:65536", "10.0.0.7:-1", "10.0.0.7:+1", "10.0.0.7:1 "}) {
+    refused(bad_port);
+  }
+  for (const char* bad_v4 : {" 10.0.0.7:1", "10.0.0:1", "10.0.0.256:1", "localhost:80"}) {
+    refused(bad_v4);
+  }
+  for (const char* bad_v6 : {"::1:80", "[10.0.0.7]:80", "[::1:80", "::1]:80", "[]:80"}) {
+    refused(bad_v6);
+  }
+  refused("[fe80::1%eth0]:80");  // a zone: no Endpoint holds one
+}
