@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -10,13 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
 
+#include "harness/netns_enter.h"
 #include "harness/run_logs.h"
 
 namespace imhash::test {
@@ -54,14 +53,7 @@ ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> arg
     log_ = std::move(options.stderr_log);
     RunLogs::record(log_);
   }
-  int netns_fd = -1;
-  if (!options.netns.empty()) {
-    const std::string ns = "/run/netns/" + options.netns;
-    netns_fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
-    if (netns_fd < 0) {
-      throw std::runtime_error("cannot open network namespace " + ns + ": " + std::strerror(errno));
-    }
-  }
+  const int netns_fd = options.netns.empty() ? -1 : open_netns(options.netns);
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
     if (netns_fd >= 0) close(netns_fd);
@@ -96,7 +88,7 @@ ChildProcess::ChildProcess(const std::string& path, std::vector<std::string> arg
     dup2(out[1], STDOUT_FILENO);
     const int err = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (err >= 0) dup2(err, STDERR_FILENO);
-    if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) {
+    if (netns_fd >= 0 && !enter_netns(netns_fd)) {
       [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kNoNetns, sizeof kNoNetns - 1);
       _exit(126);
     }

@@ -22,6 +22,7 @@
 #include "harness/http_get.h"
 #include "harness/log_file.h"
 #include "harness/loopback.h"
+#include "harness/netns_enter.h"
 #include "harness/run_logs.h"
 #include "harness/wait_until.h"
 
@@ -32,6 +33,10 @@ namespace {
 constexpr auto kHealthPoll = std::chrono::milliseconds(100);  // between GET /health polls
 constexpr int kStartAttempts = 3;  // fresh ports each: another program may take a picked one first
 constexpr uint16_t kLowestPort = 10000;
+// etcd's own ports, used on a host (a namespace of its own); a second member on the same address
+// takes the next two, and so on.
+constexpr uint16_t kHostClientPort = 2379;
+constexpr uint16_t kHostPeerPort = 2380;
 
 // Whether 127.0.0.1:port can be bound now (without SO_REUSEADDR: a port with connections in
 // TIME_WAIT counts as taken too, which etcd, with SO_REUSEADDR, would not mind).
@@ -119,8 +124,26 @@ void remove_stale_dirs() {
 
 }  // namespace
 
-EtcdCluster::EtcdCluster(size_t members) {
-  if (members == 0) throw std::invalid_argument("EtcdCluster: at least one member");
+EtcdCluster::EtcdCluster(size_t members) : EtcdCluster(EtcdClusterOptions{.members = members}) {}
+
+EtcdCluster::EtcdCluster(EtcdClusterOptions options) {
+  if (options.members == 0) throw std::invalid_argument("EtcdCluster: at least one member");
+  if (!options.hosts.empty() && options.hosts.size() != options.members) {
+    throw std::invalid_argument("EtcdCluster: " + std::to_string(options.hosts.size()) +
+                                " hosts for " + std::to_string(options.members) + " members");
+  }
+  for (const EtcdMemberHost& h : options.hosts) {
+    if (h.netns.empty() != h.address.empty()) {
+      throw std::invalid_argument("EtcdCluster: a member's host needs both netns and address");
+    }
+  }
+  on_hosts_ = !options.hosts.empty() && !options.hosts[0].netns.empty();
+  for (const EtcdMemberHost& h : options.hosts) {
+    if (h.netns.empty() == on_hosts_) {
+      throw std::invalid_argument(
+          "EtcdCluster: members on loopback cannot reach members on hosts (all or none)");
+    }
+  }
   const char* binary = std::getenv("IMHASH_ETCD");
   etcd_ = binary != nullptr && *binary != '\0' ? binary : "/usr/bin/etcd";
   if (access(etcd_.c_str(), X_OK) != 0) {
@@ -132,7 +155,11 @@ EtcdCluster::EtcdCluster(size_t members) {
   dir_ = std::make_unique<TempDir>("etcd", std::to_string(clusters++));
   log_stem_ = RunLogs::fresh_name("etcd");
   std::filesystem::create_directories(dir_->path);
-  members_.resize(members);
+  members_.resize(options.members);
+  for (size_t i = 0; i < members_.size(); ++i) {
+    members_[i].netns = on_hosts_ ? options.hosts[i].netns : "";
+    members_[i].host = on_hosts_ ? options.hosts[i].address : "127.0.0.1";
+  }
   for (int attempt = 1;; ++attempt) {
     configure();
     try {
@@ -172,7 +199,18 @@ EtcdCluster::EtcdCluster(size_t members) {
 EtcdCluster::~EtcdCluster() { kill_all(); }
 
 void EtcdCluster::configure() {
-  const std::vector<uint16_t> ports = free_ports(2 * members_.size());
+  std::vector<uint16_t> ports;
+  if (on_hosts_) {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      const auto before =
+          std::count_if(members_.begin(), members_.begin() + i,
+                        [&](const Member& m) { return m.host == members_[i].host; });
+      ports.push_back(static_cast<uint16_t>(kHostClientPort + 2 * before));
+      ports.push_back(static_cast<uint16_t>(kHostPeerPort + 2 * before));
+    }
+  } else {
+    ports = free_ports(2 * members_.size());
+  }
   static std::atomic<unsigned> configured{0};
   token_ = "imhash-" + std::to_string(getpid()) + "-" + std::to_string(configured++) + "-" +
            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -188,15 +226,15 @@ void EtcdCluster::configure() {
     std::filesystem::remove_all(m.data_dir);
     std::filesystem::remove(m.log);
     if (i > 0) initial_cluster_ += ',';
-    initial_cluster_ += m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);
+    initial_cluster_ += m.name + "=http://" + m.host + ":" + std::to_string(m.peer_port);
   }
 }
 
 void EtcdCluster::start(size_t i) {
   if (running(i)) throw std::logic_error("EtcdCluster: member " + member(i).name + " is running");
   Member& m = members_[i];
-  const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
-  const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+  const std::string client = "http://" + client_address(i);
+  const std::string peer = "http://" + m.host + ":" + std::to_string(m.peer_port);
   // On a restart the data dir exists and etcd ignores the --initial-* flags.
   std::vector<std::string> args = {
       etcd_,
@@ -222,7 +260,8 @@ void EtcdCluster::start(size_t i) {
   {
     std::ofstream log(m.log, std::ios::app);
     log << "=== EtcdCluster: starting " << m.name << " (client " << client << ", peer " << peer
-        << ", cluster " << token_ << ") ===\n";
+        << ", cluster " << token_ << ")"
+        << (m.netns.empty() ? "" : " in network namespace " + m.netns) << " ===\n";
   }
   // Everything the child needs is made before fork(): it only makes system calls.
   std::vector<std::string> env = etcd_environment();
@@ -232,12 +271,18 @@ void EtcdCluster::start(size_t i) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const int netns_fd = m.netns.empty() ? -1 : open_netns(m.netns);
   const int log_fd = open(m.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) throw std::runtime_error("EtcdCluster: cannot open " + m.log);
+  if (log_fd < 0) {
+    if (netns_fd >= 0) close(netns_fd);
+    throw std::runtime_error("EtcdCluster: cannot open " + m.log);
+  }
+  static constexpr char kNoNetns[] = "EtcdCluster: setns into the network namespace failed\n";
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     close(log_fd);
+    if (netns_fd >= 0) close(netns_fd);
     throw std::runtime_error("EtcdCluster: fork failed");
   }
   if (pid == 0) {
@@ -248,11 +293,16 @@ void EtcdCluster::start(size_t i) {
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
+    if (netns_fd >= 0 && !enter_netns(netns_fd)) {
+      [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kNoNetns, sizeof kNoNetns - 1);
+      _exit(126);
+    }
     close_range(3, ~0U, 0);  // none of the test's sockets go to etcd
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   close(log_fd);
+  if (netns_fd >= 0) close(netns_fd);
   m.pid = pid;
   m.wait_status = -1;
 }
@@ -272,7 +322,7 @@ const EtcdCluster::Member& EtcdCluster::member(size_t i) const { return members_
 size_t EtcdCluster::size() const { return members_.size(); }
 
 std::string EtcdCluster::client_address(size_t i) const {
-  return "127.0.0.1:" + std::to_string(member(i).client_port);
+  return member(i).host + ":" + std::to_string(member(i).client_port);
 }
 
 std::string EtcdCluster::endpoints() const {
@@ -309,7 +359,8 @@ void EtcdCluster::restart_all() {
 
 bool EtcdCluster::healthy(size_t i) {
   if (!running(i)) return false;
-  const HttpReply reply = http_get(client_address(i), "/health");
+  const HttpReply reply =
+      in_netns(member(i).netns, [&] { return http_get(client_address(i), "/health"); });
   return reply.status == 200 && reply.body.find("\"health\":\"true\"") != std::string::npos;
 }
 
@@ -322,7 +373,9 @@ size_t EtcdCluster::raft_leader() {
         std::optional<std::string> leader;
         for (size_t i = 0; i < members_.size(); ++i) {
           if (!running(i)) continue;
-          const HttpReply r = http_post(client_address(i), "/v3/maintenance/status", "{}");
+          const HttpReply r = in_netns(member(i).netns, [&] {
+            return http_post(client_address(i), "/v3/maintenance/status", "{}");
+          });
           if (r.status != 200) return false;
           const boost::json::value v = boost::json::parse(r.body);
           ids[i] = boost::json::value_to<std::string>(v.at("header").at("member_id"));
@@ -378,8 +431,9 @@ std::string EtcdCluster::log_tail(size_t i) const {
 
 std::string EtcdCluster::failure(size_t i, const std::string& what) const {
   const Member& m = member(i);
-  std::string text = "etcd member " + m.name + " (client " + client_address(i) +
-                     ", peer 127.0.0.1:" + std::to_string(m.peer_port) + ") " + what;
+  std::string text = "etcd member " + m.name + " (client " + client_address(i) + ", peer " +
+                     m.host + ":" + std::to_string(m.peer_port) +
+                     (m.netns.empty() ? "" : ", in network namespace " + m.netns) + ") " + what;
   if (m.pid <= 0 && m.wait_status >= 0) text += " (" + describe_exit(m.wait_status) + ")";
   return text + "; the end of its log:\n" + log_tail(i);
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -280,8 +281,59 @@ void Hosts::cut(const std::string& name) { ip({"-n", netns(name), "link", "set",
 
 void Hosts::restore(const std::string& name) {
   const Host& h = host(name);
+  // Taking the link down dropped its neighbour entries, its partitions' too: they go back first,
+  // so that not one packet crosses a partition once the link is up.
+  for (const auto& [a, b] : partitions_) {
+    if (a == name) block(h, host(b));
+    if (b == name) block(h, host(a));
+  }
   ip({"-n", h.netns, "link", "set", "eth0", "up"});
   wait_link_up(h);
+}
+
+void Hosts::block(const Host& from, const Host& to) {
+  ip({"-n", from.netns, "neigh", "replace", to.address, "lladdr", kNowhere, "dev", "eth0", "nud",
+      "permanent"});
+  const std::string shown = ip({"-n", from.netns, "neigh", "show", to.address, "dev", "eth0"});
+  if (shown.find(kNowhere) == std::string::npos || shown.find("PERMANENT") == std::string::npos) {
+    throw std::runtime_error("Hosts: " + from.netns + "'s neighbour entry for " + to.address +
+                             " is not the partition's but '" + shown + "'");
+  }
+}
+
+void Hosts::partition(const std::string& a, const std::string& b) {
+  if (a == b) throw std::invalid_argument("Hosts: cannot partition " + a + " from itself");
+  const Host& ha = host(a);
+  const Host& hb = host(b);
+  block(ha, hb);
+  block(hb, ha);
+  partitions_.insert(std::minmax(a, b));
+}
+
+void Hosts::heal(const std::string& a, const std::string& b) {
+  const Host& ha = host(a);
+  const Host& hb = host(b);
+  // `flush ... nud permanent`: the partition's entry if it is there (a plain flush spares
+  // permanent entries), nothing and no error if not.
+  for (const auto& [from, to] : {std::pair{&ha, &hb}, {&hb, &ha}}) {
+    ip({"-n", from->netns, "neigh", "flush", "to", to->address, "dev", "eth0", "nud", "permanent"});
+  }
+  partitions_.erase(std::minmax(a, b));
+}
+
+void Hosts::heal_all() {
+  while (!partitions_.empty()) {
+    const auto [a, b] = *partitions_.begin();
+    heal(a, b);
+  }
+}
+
+bool Hosts::partitioned(const std::string& a, const std::string& b) const {
+  return partitions_.count(std::minmax(a, b)) > 0;
+}
+
+std::string Hosts::neighbours(const std::string& name) {
+  return ip({"-n", netns(name), "neigh", "show", "dev", "eth0"});
 }
 
 void Hosts::impair(const std::string& name, const LinkFault& fault) {

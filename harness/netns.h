@@ -6,7 +6,8 @@
 //
 // Faults on a host's link: cut and restore it; tc netem loss, delay, duplication and reordering
 // on both directions of it; and, where the kernel has no sch_netem, the same loss and delay for
-// one path from tools/lossy_relay (impaired_path()).
+// one path from tools/lossy_relay (impaired_path()). Between two hosts: a partition, no packet
+// between them either way while each still reaches every other host (partition(), heal()).
 //
 // Everything is made with iproute2 (`ip`, `tc`) run as child processes, each checked (a failure
 // throws with the command and what it said; each command and its output also go to the run's
@@ -18,8 +19,10 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/binaries.h"
@@ -114,6 +117,25 @@ class Hosts {
   ImpairedPath impaired_path(const std::string& from, const std::string& target,
                              const LinkFault& fault);
 
+  // Partitions host a from host b: from now on no packet goes between them, either way, while
+  // both keep their links to every other host. Each one's neighbour (ARP) entry for the other is
+  // made permanent with an address no interface has (kNowhere): their frames to each other go
+  // nowhere, dropped without a word like on a cut cable, so a connection already open stalls and a
+  // new one times out. (A blackhole or unreachable route would not do: the sender gets an error at
+  // once, which no real partition gives.) Checks the entries are there once made; idempotent.
+  // Partitions survive cut() and restore(), which puts them back before the link comes up (taking
+  // a link down drops its neighbour entries).
+  void partition(const std::string& a, const std::string& b);
+  void heal(const std::string& a, const std::string& b);  // removes it (idempotent)
+  void heal_all();                                        // every partition made here
+  bool partitioned(const std::string& a, const std::string& b) const;
+  // The address partitioned hosts give each other's neighbour entry.
+  static constexpr const char* kNowhere = "02:00:00:00:00:00";
+  // Host `name`'s neighbour entries (`ip neigh show dev eth0`), the evidence of its partitions
+  // for a fault log: each host it is partitioned from is a line "ADDRESS lladdr 02:00:00:00:00:00
+  // PERMANENT".
+  std::string neighbours(const std::string& name);
+
   // Runs `ip ARGS` / `tc ARGS` and checks it (throws with what it said); returns its stdout.
   std::string ip(std::vector<std::string> args);
   std::string tc(std::vector<std::string> args);
@@ -129,6 +151,8 @@ class Hosts {
   int run(const std::string& program, const std::vector<std::string>& args, std::string& out);
   std::string checked(const std::string& program, std::vector<std::string> args);
   void wait_link_up(const Host& h);
+  // `from`'s frames to `to` go nowhere (one side of a partition); checks the entry is there.
+  void block(const Host& from, const Host& to);
   void remove_all() noexcept;
 
   HostsOptions options_;
@@ -140,7 +164,8 @@ class Hosts {
   bool netem_ = false;
   std::string netem_missing_;
   std::map<std::string, Host> hosts_;
-  std::vector<std::string> namespaces_;  // made by this object, hub first
+  std::set<std::pair<std::string, std::string>> partitions_;  // host names, the lesser first
+  std::vector<std::string> namespaces_;                       // made by this object, hub first
 };
 
 // Whether the tests that need hosts must run here (CI=true in the environment): then a machine

@@ -12,10 +12,19 @@
 // except where CI=true, where it fails. It runs beside other tests: its login server gives the hash
 // servers 500 ms (--timeout-ms) rather than the default 100, which a machine busy with other load
 // tests can miss, so only the cut link (step 2) makes TIMEOUT or UNAVAILABLE answers.
+//
+// The second test case is the nemesis's ground (issue 33): an etcd member on each of three hosts
+// elects a new leader when its leader is killed and takes the killed one back; then a partition
+// between two of the hosts silences them to each other (a new connection times out, one already
+// open stalls), not to the third, through a cut and a restore of one's link, until it is healed.
 #include "harness/netns.h"
 
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,7 +32,10 @@
 #include <random>
 #include <string>
 
+#include "common/links/http_client.h"
 #include "harness/config_cluster.h"
+#include "harness/etcd_cluster.h"
+#include "harness/netns_enter.h"
 #include "harness/run_logs.h"
 #include "harness/udp_sim_run.h"
 #include "harness/wait_until.h"
@@ -31,6 +43,18 @@
 using namespace imhash::test;
 
 namespace {
+
+// Hosts, or none when this machine cannot make them: a skip, said why (a failure with CI=true).
+std::unique_ptr<Hosts> hosts_or_skip() {
+  try {
+    return std::make_unique<Hosts>();
+  } catch (const HostsUnavailable& e) {
+    if (hosts_required())
+      FAIL("CI=true, and this machine cannot make hosts: " << std::string(e.what()));
+    MESSAGE("SKIPPED: " << std::string(e.what()));
+    return nullptr;
+  }
+}
 
 // Writes `text` to a new file only its owner may read (the daemons refuse looser key files).
 void write_private(const std::string& path, const std::string& text) {
@@ -87,15 +111,8 @@ std::string brief(const UdpSimSummary& s) {
 TEST_CASE(
     "netns: several hosts, loss and delay on the client's link pass --verify, a cut link costs "
     "only its own ids, and service returns") {
-  std::unique_ptr<Hosts> made;
-  try {
-    made = std::make_unique<Hosts>();
-  } catch (const HostsUnavailable& e) {
-    if (hosts_required())
-      FAIL("CI=true, and this machine cannot make hosts: " << std::string(e.what()));
-    MESSAGE("SKIPPED: " << std::string(e.what()));
-    return;
-  }
+  const std::unique_ptr<Hosts> made = hosts_or_skip();
+  if (!made) return;
   Hosts& hosts = *made;
   const std::string cfg = hosts.add("cfg", 1), h1 = hosts.add("h1", 11), h2 = hosts.add("h2", 12),
                     login = hosts.add("login", 20);
@@ -209,4 +226,144 @@ TEST_CASE(
   CHECK(c.hash(1).running());
   CHECK(c.hash(2).running());
   CHECK(c.login(1).running());
+}
+
+namespace {
+
+// Long enough for a reply on a busy machine, short enough that a probe a partition silences costs
+// little: it is the one wait the partition's checks make. (A probe that should be answered is
+// tried again until kPatience: a loaded machine may miss one.)
+constexpr std::chrono::milliseconds kProbe{800};
+
+// GET /version (etcd answers it itself, without raft) from host `from` to the member on host
+// `to`: HttpFailure::kNone when it answered, kTimeout when nothing came back. A partition gives
+// kTimeout: a fast error (kUnreachable) would be a partition no real network makes.
+HttpFailure probe(const Hosts& hosts, const std::string& from, const std::string& to) {
+  return in_netns(hosts.netns(from), [&] {
+    return imhash::http_exchange(hosts.address(to), 2379, boost::beast::http::verb::get, "/version",
+                                 "", kProbe)
+        .failure;
+  });
+}
+
+bool answers(const Hosts& hosts, const std::string& from, const std::string& to) {
+  return wait_until([&] { return probe(hosts, from, to) == HttpFailure::kNone; }, kPatience,
+                    std::chrono::milliseconds(0));
+}
+
+// A TCP connection from one host to another's etcd, open across the partition: a request sent on
+// it while partitioned is answered once healed (TCP retransmits), never before.
+class OpenConnection {
+ public:
+  OpenConnection(const Hosts& hosts, const std::string& from, const std::string& to) {
+    fd_ = in_netns(hosts.netns(from), [&] {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(2379);
+      inet_pton(AF_INET, hosts.address(to).c_str(), &a.sin_addr);
+      if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+        close(fd);
+        return -1;
+      }
+      return fd;
+    });
+  }
+  ~OpenConnection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  OpenConnection(const OpenConnection&) = delete;
+  OpenConnection& operator=(const OpenConnection&) = delete;
+
+  bool open() const { return fd_ >= 0; }
+  void send_request() {
+    static constexpr char kRequest[] = "GET /version HTTP/1.1\r\nHost: etcd\r\n\r\n";
+    REQUIRE(write(fd_, kRequest, sizeof kRequest - 1) == static_cast<ssize_t>(sizeof kRequest - 1));
+  }
+  // The start of a reply that came within `timeout` ("" if none did).
+  std::string reply(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return "";
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "netns: etcd members on hosts of their own elect a new leader when theirs is killed, and a "
+    "partition silences two hosts to each other only, through a cut and a restore, until healed") {
+  const std::unique_ptr<Hosts> made = hosts_or_skip();
+  if (!made) return;
+  Hosts& hosts = *made;
+  const std::vector<std::string> names = {"e0", "e1", "e2"};
+  EtcdClusterOptions options{.members = names.size()};
+  for (size_t i = 0; i < names.size(); ++i) {
+    hosts.add(names[i], static_cast<int>(41 + i));
+    options.hosts.push_back({.netns = hosts.netns(names[i]), .address = hosts.address(names[i])});
+  }
+
+  // --- etcd members on hosts: a leader, killed, a new one, the old one back ------------------
+  EtcdCluster etcd(options);  // every member healthy
+  CHECK(etcd.client_address(1) == hosts.address("e1") + ":2379");
+  CHECK(etcd.endpoints().find(hosts.address("e2") + ":2379") != std::string::npos);
+  const size_t leader = etcd.raft_leader();
+  etcd.kill(leader);
+  etcd.wait_quorum();
+  const size_t successor = etcd.raft_leader();
+  MESSAGE("leader m" << leader << " killed, m" << successor << " leads");
+  CHECK(successor != leader);
+  etcd.restart(leader);
+  etcd.wait_healthy(leader);
+  etcd.raft_leader();  // all three agree again
+
+  // --- a partition between e0 and e1 ----------------------------------------------------------
+  OpenConnection open(hosts, "e0", "e1");
+  REQUIRE(open.open());
+  open.send_request();
+  REQUIRE(open.reply(kPatience).rfind("HTTP/1.1 200", 0) == 0);
+
+  hosts.partition("e0", "e1");
+  hosts.partition("e1", "e0");  // idempotent
+  CHECK(hosts.partitioned("e1", "e0"));
+  // The evidence: e0's neighbour entry for e1 (and e1's for e0) leads nowhere.
+  const std::string nowhere = hosts.address("e1") + " lladdr " + Hosts::kNowhere + " PERMANENT";
+  MESSAGE("e0's neighbours:\n" << hosts.neighbours("e0"));
+  CHECK(hosts.neighbours("e0").find(nowhere) != std::string::npos);
+  CHECK(probe(hosts, "e0", "e1") == HttpFailure::kTimeout);
+  CHECK(probe(hosts, "e1", "e0") == HttpFailure::kTimeout);
+  for (const auto& [from, to] : {std::pair{"e0", "e2"}, {"e2", "e0"}, {"e1", "e2"}, {"e2", "e1"}}) {
+    CAPTURE(from);
+    CAPTURE(to);
+    CHECK(answers(hosts, from, to));
+  }
+  // Sent late, so that the retransmission after the heal is not far off (TCP backs off).
+  open.send_request();
+  // A link taken down loses its neighbour entries; restore() puts the partition's back.
+  hosts.cut("e0");
+  hosts.restore("e0");
+  // (e1's entry alone would stop TCP both ways, but not a datagram from e0.)
+  CHECK(hosts.neighbours("e0").find(nowhere) != std::string::npos);
+  CHECK(probe(hosts, "e0", "e1") == HttpFailure::kTimeout);
+  CHECK(answers(hosts, "e0", "e2"));
+  CHECK(open.reply(std::chrono::milliseconds(0)).empty());  // the request did not cross
+
+  hosts.heal("e0", "e1");
+  hosts.heal("e0", "e1");  // idempotent
+  CHECK_FALSE(hosts.partitioned("e0", "e1"));
+  CHECK(answers(hosts, "e0", "e1"));
+  CHECK(answers(hosts, "e1", "e0"));
+  CHECK(open.reply(kPatience).rfind("HTTP/1.1 200", 0) == 0);  // retransmitted, answered
+
+  hosts.partition("e1", "e2");
+  hosts.partition("e0", "e2");
+  hosts.heal_all();
+  CHECK_FALSE(hosts.partitioned("e1", "e2"));
+  CHECK_FALSE(hosts.partitioned("e0", "e2"));
+  CHECK(hosts.neighbours("e2").find("PERMANENT") == std::string::npos);
 }
