@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "tests/unit/udp_sim_answers.h"
 #include "tools/udp_sim/in_flight.h"
 #include "tools/udp_sim/pacer.h"
 #include "tools/udp_sim/report.h"
@@ -17,63 +18,7 @@
 
 using namespace imhash;
 using namespace imhash::sim;
-using client::Message;
-using client::Op;
-using client::Status;
-
-namespace {
-
-Message reply(const RequestTag& t, uint64_t user_id, Status status,
-              std::optional<Endpoint> endpoint = std::nullopt) {
-  Message m;
-  m.op = t.op;
-  m.response = true;
-  m.user_id = user_id;
-  m.status = status;
-  m.endpoint = endpoint;
-  if (t.op == Op::kLookup && status == Status::kOk) m.age = 0;
-  return m;
-}
-
-UserModel::Config model_config(uint32_t users, Mix mix = Mix{}, bool verify = true) {
-  UserModel::Config c;
-  c.first_user = 1000;
-  c.users = users;
-  c.mix = mix;
-  c.ipv6_percent = 10;
-  c.sockets = 4;
-  c.verify = verify;
-  c.seed = 99;
-  return c;
-}
-
-// Completes `t` as a correct server would, given what the server holds in `store`.
-void answer_correctly(UserModel& m, const RequestTag& t, std::map<uint64_t, Endpoint>& store) {
-  const uint64_t id = m.id_of(t.user);
-  Message r;
-  switch (t.op) {
-    case Op::kLogin:
-    case Op::kHeartbeat:
-      store[id] = *m.endpoint_to_send(t.user);
-      r = reply(t, id, Status::kOk, store[id]);
-      break;
-    case Op::kLogout:
-      store.erase(id);
-      r = reply(t, id, Status::kOk);
-      break;
-    case Op::kLookup: {
-      auto it = store.find(id);
-      r = it == store.end() ? reply(t, id, Status::kNotFound)
-                            : reply(t, id, Status::kOk, it->second);
-      break;
-    }
-    default:
-      FAIL("unexpected op");
-  }
-  m.complete(t, &r);
-}
-
-}  // namespace
+using namespace imhash::sim::testing;  // Message, Op, Status, and the helpers
 
 TEST_CASE("udp_sim: --mix parsing") {
   std::string err;
@@ -206,7 +151,7 @@ TEST_CASE("udp_sim: verify judges a LOOKUP only against a settled state") {
   UserModel m(model_config(2));
   const uint64_t id0 = m.id_of(0);
   const Endpoint ep0 = m.registered_endpoint(0);
-  CHECK(m.endpoint_to_send(0) == ep0);
+  CHECK(m.endpoint_to_send(RequestTag{.user = 0, .op = Op::kLogin}) == ep0);
 
   // Unknown state: not judged.
   RequestTag look = m.start_lookup(0);
@@ -337,7 +282,7 @@ TEST_CASE("udp_sim: --observed users register their socket's address") {
   c.observed = {Endpoint::v4(0x7f000001, 5000), Endpoint::v4(0x7f000001, 5001),
                 Endpoint::v4(0x7f000001, 5002), Endpoint::v4(0x7f000001, 5003)};
   UserModel m(c);
-  CHECK_FALSE(m.endpoint_to_send(3));
+  CHECK_FALSE(m.endpoint_to_send(RequestTag{.user = 3, .op = Op::kLogin}));
   CHECK(m.registered_endpoint(6) == Endpoint::v4(0x7f000001, 5002));
   CHECK(m.registered_endpoint(7) == Endpoint::v4(0x7f000001, 5003));
 }

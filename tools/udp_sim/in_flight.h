@@ -24,6 +24,7 @@ inline constexpr size_t kMaxRequestBytes = 96;  // 20 header + ENDPOINT v6 21 + 
 struct Slot {
   RequestTag tag;
   int64_t start_ns = 0;     // scheduled send (open loop) or first send: latency starts here
+  int64_t issued_ns = 0;    // the loop turn that first sent it: the history's invoke time
   int64_t deadline_ns = 0;  // of the current try
   uint32_t request_id = 0;
   uint16_t socket = 0;

@@ -33,11 +33,12 @@ bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 }  // namespace
 
 LoadDriver::LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserModel& model,
-                       Reporter& reporter)
+                       Reporter& reporter, HistoryLog* history)
     : config_(config),
       sockets_(sockets),
       model_(model),
       reporter_(reporter),
+      history_(history),
       timeout_ns_(int64_t{config.timeout_ms} * 1'000'000),
       tokens_(config.auth_key.empty()
                   ? nullptr
@@ -142,8 +143,9 @@ void LoadDriver::run(const std::atomic<int>& signals) {
     }
   }
 
+  const int64_t end = monotonic_ns();
   for (uint32_t slot = 0; slot < table_.capacity(); ++slot) {
-    if (table_.in_use(slot)) end_request(slot, nullptr, /*abandoned=*/true);
+    if (table_.in_use(slot)) end_request(slot, nullptr, /*abandoned=*/true, end);
   }
   elapsed_s_ = phases_.elapsed_s(monotonic_ns());
   latencies_->fold_interval();
@@ -176,6 +178,7 @@ void LoadDriver::issue(int64_t now) {
     Slot& s = table_[slot];
     s.tag = model_.next();
     s.start_ns = config_.open_loop() ? schedule_.due_at(scheduled_++) : now;
+    s.issued_ns = now;
     s.warmup = phases_.in_warmup(s.start_ns);
     s.socket = static_cast<uint16_t>(model_.socket_of(s.tag.user));
     if (!encode(s)) {  // cannot happen with the endpoints the model makes; never loop on it
@@ -196,8 +199,7 @@ bool LoadDriver::encode(Slot& s) {
   m.op = s.tag.op;
   m.request_id = s.request_id;
   m.user_id = model_.id_of(s.tag.user);
-  if (m.op == Op::kLogin || m.op == Op::kHeartbeat)
-    m.endpoint = model_.endpoint_to_send(s.tag.user);
+  if (m.op == Op::kLogin || m.op == Op::kHeartbeat) m.endpoint = model_.endpoint_to_send(s.tag);
   // Authentication (docs/design.md §6): a TOKEN for m.user_id in LOGIN, HEARTBEAT and LOGOUT.
   if (tokens_ && m.op != Op::kLookup && m.op != Op::kPing) {
     m.token = tokens_->token_for(s.tag.user, static_cast<uint32_t>(std::time(nullptr)));
@@ -283,14 +285,15 @@ void LoadDriver::receive(size_t sock) {
       mmsghdr& m = rx_msgs_[static_cast<size_t>(i)];
       on_datagram(rx_buf_.data() + static_cast<size_t>(i) * kRecvBufSize, m.msg_len,
                   (m.msg_hdr.msg_flags & MSG_TRUNC) != 0,
-                  receive_time_ns(m.msg_hdr, realtime_minus_monotonic, now));
+                  receive_time_ns(m.msg_hdr, realtime_minus_monotonic, now), now);
       m.msg_hdr.msg_controllen = kReceiveControlSize;  // the kernel shrank it to what it wrote
     }
     if (static_cast<uint32_t>(r) < kBatch) return;
   }
 }
 
-void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t arrived_ns) {
+void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t arrived_ns,
+                             int64_t read_ns) {
   if (truncated) {  // larger than the receive buffer, so far larger than any request
     ++counters_.malformed_replies;
     ++counters_.amplified_replies;
@@ -323,16 +326,16 @@ void LoadDriver::on_datagram(const uint8_t* data, size_t len, bool truncated, in
     latencies_->record(m.op,
                        static_cast<uint64_t>(std::max<int64_t>(0, arrived_ns - s.start_ns)) / 1000);
   }
-  end_request(slot, &m, false);
+  end_request(slot, &m, false, read_ns);
 }
 
 void LoadDriver::expire(int64_t now, bool draining) {
   for (uint32_t slot; (slot = table_.pop_expired(now)) != InFlightTable::kNone;) {
     Slot& s = table_[slot];
     if (s.tries > config_.retries) {
-      end_request(slot, nullptr, /*abandoned=*/false);
+      end_request(slot, nullptr, /*abandoned=*/false, now);
     } else if (draining) {
-      end_request(slot, nullptr, /*abandoned=*/true);
+      end_request(slot, nullptr, /*abandoned=*/true, now);
     } else {
       ++s.tries;
       if (!s.warmup) ++counters_.ops[op_index(s.tag.op)].retries;
@@ -342,8 +345,10 @@ void LoadDriver::expire(int64_t now, bool draining) {
   }
 }
 
-void LoadDriver::end_request(uint32_t slot, const client::Message* reply, bool abandoned) {
+void LoadDriver::end_request(uint32_t slot, const client::Message* reply, bool abandoned,
+                             int64_t now) {
   Slot& s = table_[slot];
+  if (history_ != nullptr) record_history(s, reply, now);
   if (s.warmup) {
     model_.complete(s.tag, reply);
     table_.release(slot);
@@ -359,6 +364,22 @@ void LoadDriver::end_request(uint32_t slot, const client::Message* reply, bool a
   }
   model_.complete(s.tag, reply);
   table_.release(slot);
+}
+
+void LoadDriver::record_history(const Slot& s, const client::Message* reply, int64_t now) {
+  HistoryRecord r{.invoke_ns = s.issued_ns,
+                  .complete_ns = now,
+                  .user_id = model_.id_of(s.tag.user),
+                  .endpoint = {},
+                  .op = s.tag.op,
+                  .answered = reply != nullptr,
+                  .status = reply != nullptr ? reply->status : client::Status::kOk};
+  if (s.tag.op == Op::kLogin || s.tag.op == Op::kHeartbeat) {
+    r.endpoint = model_.endpoint_to_send(s.tag).value_or(Endpoint{});  // the value written
+  } else if (s.tag.op == Op::kLookup && reply != nullptr && reply->endpoint) {
+    r.endpoint = *reply->endpoint;  // the value read
+  }
+  history_->add(r);
 }
 
 }  // namespace imhash::sim

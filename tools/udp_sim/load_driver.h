@@ -5,6 +5,7 @@
 // re-sends timed-out tries with the same request_id, and hands a progress line to the Reporter
 // every second. A --warmup runs the same load first; its requests are sent, answered and given
 // to the model, but no figure counts them (Slot::warmup), and progress lines start after it.
+// With a HistoryLog (--history), every request that ends, warm-up or not, is added to it.
 //
 // One thread, one poll loop: no locks, and no allocation per request once constructed. When the
 // duration is over or a signal arrives (`signals` counts SIGINT/SIGTERM), it sends nothing new,
@@ -22,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "tools/udp_sim/history_log.h"
 #include "tools/udp_sim/in_flight.h"
 #include "tools/udp_sim/pacer.h"
 #include "tools/udp_sim/report.h"
@@ -35,8 +37,9 @@ namespace imhash::sim {
 
 class LoadDriver {
  public:
+  // `history`, when not null, receives every request as it ends.
   LoadDriver(const SimConfig& config, const UdpSockets& sockets, UserModel& model,
-             Reporter& reporter);
+             Reporter& reporter, HistoryLog* history = nullptr);
 
   void run(const std::atomic<int>& signals);
 
@@ -68,10 +71,14 @@ class LoadDriver {
   void enqueue(uint32_t slot);
   void flush(size_t sock);
   void receive(size_t sock);
-  // `arrived_ns`: when the datagram reached this host (its kernel timestamp), for its latency.
-  void on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t arrived_ns);
+  // `arrived_ns`: when the datagram reached this host (its kernel timestamp), for its latency;
+  // `read_ns`: when recvmmsg returned it, for the history.
+  void on_datagram(const uint8_t* data, size_t len, bool truncated, int64_t arrived_ns,
+                   int64_t read_ns);
   void expire(int64_t now, bool draining);
-  void end_request(uint32_t slot, const client::Message* reply, bool abandoned);
+  // `now`: when the reply was read or udp_sim gave up on the request.
+  void end_request(uint32_t slot, const client::Message* reply, bool abandoned, int64_t now);
+  void record_history(const Slot& s, const client::Message* reply, int64_t now);
   int64_t wake_time(int64_t now, bool draining) const;
 
   // Constant after construction.
@@ -79,6 +86,7 @@ class LoadDriver {
   const UdpSockets& sockets_;
   UserModel& model_;
   Reporter& reporter_;
+  HistoryLog* history_;
   int64_t timeout_ns_;
   std::unique_ptr<TokenSource> tokens_;  // null without --auth-key-file
 

@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 
 #include "common/runtime/key_file.h"
 #include "common/runtime/options.h"
+#include "tools/udp_sim/history_log.h"
 #include "tools/udp_sim/load_driver.h"
 #include "tools/udp_sim/report.h"
 #include "tools/udp_sim/sim_config.h"
@@ -55,7 +57,8 @@ constexpr const char* kSummary =
     "verify{result, verified_ok, verify_failed, unjudged, failures[]}, exit_code).\n"
     "Exit status: 0 ok; 1 --verify found a wrong answer or the server sent amplified, mismatched\n"
     "or malformed replies; 2 --verify could not judge a single LOOKUP; 69 no reply at all;\n"
-    "64 bad command line.";
+    "64 bad command line (an unwritable --csv or --history file too); 70 writing the --history\n"
+    "file failed.";
 
 SimConfig read_config(const Options& opts) {
   SimConfig c;
@@ -136,6 +139,21 @@ SimConfig read_config(const Options& opts) {
     c.csv = opts.get<std::string>("csv");
     if (c.csv.empty()) throw UsageError("--csv needs a file name");
   }
+  if (opts.has("history")) {
+    c.history = opts.get<std::string>("history");
+    if (c.history.empty()) throw UsageError("--history needs a file name");
+    if (c.observed || c.echo) {
+      throw UsageError(
+          "--history excludes --observed (the server would store the socket's address, not an "
+          "endpoint unique to each write) and --echo");
+    }
+  }
+  if (opts.has("history-client")) {
+    if (c.history.empty()) throw UsageError("--history-client needs --history");
+    const uint32_t k = opts.get<uint32_t>("history-client");
+    if (k > UINT16_MAX) throw UsageError("--history-client must be between 0 and 65535");
+    c.history_client = static_cast<uint16_t>(k);
+  }
   if (opts.has("auth-key-file")) c.auth_key = load_key_file(opts.get<std::string>("auth-key-file"));
   return c;
 }
@@ -179,8 +197,9 @@ int sim_main(int argc, char** argv) {
       "answered OK must find its endpoint (verify_failed: users lost)")(
       "lookup-only", po::bool_switch(),
       "with --storm: send no LOGIN; every user counts as logged in by an earlier --storm run with "
-      "the same --first-user and --ipv6-percent, and is looked up once (with --verify: each must "
-      "be found with its endpoint; verify_failed counts the users lost since)")(
+      "the same --first-user and --ipv6-percent (with --history: and --history-client), and is "
+      "looked up once (with --verify: each must be found with its endpoint; verify_failed counts "
+      "the users lost since)")(
       "busy-wait", po::bool_switch(),
       "poll for replies and due times instead of sleeping: finer pacing and timing (a sleep "
       "wakes late, and open loop charges that to the server), at the cost of a whole core; give "
@@ -192,7 +211,17 @@ int sim_main(int argc, char** argv) {
       "no_reply, verify_failed); scripts/plot.sh draws it")(
       "auth-key-file", po::value<std::string>(),
       "the login servers' key file (hex): every LOGIN, HEARTBEAT and LOGOUT carries a valid "
-      "token for its user (expiry an hour ahead)");
+      "token for its user (expiry an hour ahead)")(
+      "history", po::value<std::string>(),
+      "write every request to FILE for a checker, one line each: `INVOKE_NS COMPLETE_NS OP USER "
+      "STATUS ENDPOINT` (CLOCK_MONOTONIC ns of the first send and of the reply or giving up; "
+      "STATUS `none` when no reply came; ENDPOINT the one written, or read by a LOOKUP, `-` for "
+      "none), after a `# imhash-history 1` line and a comment with the settings "
+      "(tools/udp_sim/history_log.h). Every LOGIN and HEARTBEAT then carries an endpoint of its "
+      "own, [2001:db8:CLIENT:WRITE:USER]:5222, so a stale LOOKUP shows (not with --observed)")(
+      "history-client", po::value<uint32_t>(),
+      "with --history: this process's number 0..65535 (default 0) in the endpoints it writes; "
+      "give each udp_sim writing the same users its own");
   if (auto code = opts.parse(argc, argv)) return *code;
   const SimConfig config = read_config(opts);
 
@@ -205,6 +234,8 @@ int sim_main(int argc, char** argv) {
       .sockets = config.sockets,
       .observed = config.observed ? sockets.locals() : std::vector<Endpoint>{},
       .verify = config.verify,
+      .history_client =
+          config.history.empty() ? std::nullopt : std::optional<uint16_t>(config.history_client),
       .seed = config.seed,
       .storm = config.storm,
       .lookup_only = config.lookup_only,
@@ -226,9 +257,20 @@ int sim_main(int argc, char** argv) {
     csv.reset(std::fopen(config.csv.c_str(), "w"));
     if (!csv) throw UsageError("--csv: cannot write " + config.csv + ": " + std::strerror(errno));
   }
+  // Opened before any load is sent, so that a bad path costs nothing.
+  std::ofstream history_file;
+  std::unique_ptr<HistoryLog> history;
+  if (!config.history.empty()) {
+    history_file.open(config.history, std::ios::out | std::ios::trunc | std::ios::binary);
+    if (!history_file) {
+      throw UsageError("--history: cannot write " + config.history + ": " + std::strerror(errno));
+    }
+    history = std::make_unique<HistoryLog>(history_file, history_comment(config));
+  }
   Reporter reporter(config.verify, config.json ? stderr : stdout, csv.get());
-  LoadDriver driver(config, sockets, model, reporter);
+  LoadDriver driver(config, sockets, model, reporter, history.get());
   driver.run(g_signals);
+  const bool history_written = !history || history->finish();
 
   const RunSummary summary{.config = config,
                            .target = sockets.target().to_string(),
@@ -237,13 +279,19 @@ int sim_main(int argc, char** argv) {
                            .verify = model.verify_counts(),
                            .failures = model.failures(),
                            .elapsed_s = driver.elapsed_s(),
-                           .interrupted = driver.interrupted()};
+                           .interrupted = driver.interrupted(),
+                           .history_records = history ? history->records() : 0};
   if (config.json) {
     std::printf("%s\n", boost::json::serialize(summary_json(summary)).c_str());
   } else {
     std::fputs(summary_text(summary).c_str(), stdout);
   }
   std::fflush(stdout);
+  if (!history_written) {  // an incomplete history would pass for the whole run with its checker
+    spdlog::error("--history: writing {} failed (disk full?): the history is incomplete",
+                  config.history);
+    return kExitSoftware;
+  }
   const int code = exit_code_for(config.verify, driver.counters(), model.verify_counts());
   if (code == kExitUnavailable) {
     spdlog::error("no reply from {} to {} requests ({} ICMP port-unreachable)", summary.target,

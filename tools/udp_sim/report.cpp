@@ -166,6 +166,10 @@ std::string summary_text(const RunSummary& s) {
                 c.no_reply(), c.abandoned());
   if (c.unsent > 0) out += ", unsent " + u64(c.unsent) + " (fell behind the rate)";
   out += "\n";
+  if (!cfg.history.empty()) {
+    out += "  history: " + u64(s.history_records) + " requests (warm-up included) in " +
+           cfg.history + ", client " + u64(cfg.history_client) + "\n";
+  }
   out += format("  %-10s %10s %8s %10s %8s %9s %8s %8s %8s  %s\n", "op", "requests", "retries",
                 "replies", "no_reply", "abandoned", "p50_us", "p99_us", "p999_us", "statuses");
   for (size_t i = 0; i < kOpCount; ++i) {
@@ -225,6 +229,9 @@ boost::json::object summary_json(const RunSummary& s) {
   o["echo"] = cfg.echo;
   o["storm"] = cfg.storm;
   o["lookup_only"] = cfg.lookup_only;
+  o["history"] = cfg.history;
+  o["history_client"] = cfg.history_client;
+  o["history_records"] = s.history_records;
   o["warmup_s"] = cfg.warmup_s;
   o["duration_s"] = cfg.duration_s;
   o["elapsed_s"] = s.elapsed_s;

@@ -8,11 +8,12 @@
 //
 // JSON summary fields (counts are totals over the run):
 //   target, users, first_user, sockets, mode ("closed"|"open"), window, rate, mix, seed,
-//   timeout_ms, retries, observed, echo, storm, lookup_only, warmup_s (left out of every figure
-//   below), duration_s (asked, measured), elapsed_s (measured part), interrupted (SIGINT/SIGTERM),
-//   requests (distinct requests sent), retries_sent (re-sends), replies (requests answered),
-//   no_reply (every try timed out), abandoned (unanswered at the end), unsent (open loop: due but
-//   never sent), requests_per_s (replies / elapsed_s),
+//   timeout_ms, retries, observed, echo, storm, lookup_only, history (the --history file, "" for
+//   none), history_client, history_records (requests written to it, warm-up included), warmup_s
+//   (left out of every figure below), duration_s (asked, measured), elapsed_s (measured part),
+//   interrupted (SIGINT/SIGTERM), requests (distinct requests sent), retries_sent (re-sends),
+//   replies (requests answered), no_reply (every try timed out), abandoned (unanswered at the
+//   end), unsent (open loop: due but never sent), requests_per_s (replies / elapsed_s),
 //   status {OK, NOT_FOUND, BAD_REQUEST, UNAVAILABLE, TIMEOUT, UNAUTHORIZED, RATE_LIMITED,
 //           UNSUPPORTED_VERSION},
 //   ops {LOGIN|HEARTBEAT|LOOKUP|LOGOUT: {requests, retries, replies, no_reply, abandoned,
@@ -89,6 +90,7 @@ struct RunSummary {
   const std::vector<VerifyFailure>& failures;
   double elapsed_s = 0;
   bool interrupted = false;
+  uint64_t history_records = 0;  // requests written to --history
 };
 
 std::string summary_text(const RunSummary& s);

@@ -71,6 +71,12 @@ struct SimConfig {
   // to spare delays the servers more than the sleep did (docs/performance.md).
   bool busy_wait = false;
   bool json = false;
+  // --history FILE: every request goes to FILE (HistoryLog, history_log.h), and every LOGIN and
+  // HEARTBEAT carries an endpoint unique to it (write_endpoint(), user_model.h) built with
+  // `history_client` (--history-client), which each udp_sim writing the same users must have
+  // its own of. Empty: no history, the synthetic endpoints.
+  std::string history;
+  uint16_t history_client = 0;
   std::string csv;  // --csv FILE: one row per progress line (per second); empty: none
   // Authentication (docs/design.md §6): with --auth-key-file, the key (read at start-up);
   // LoadDriver then puts a TOKEN (TokenSource) into every LOGIN, HEARTBEAT and LOGOUT. Empty: no

@@ -18,6 +18,15 @@ Endpoint synthetic_endpoint(uint64_t id, uint32_t ipv6_percent) {
   return Endpoint::v4(0x0a000000u | static_cast<uint32_t>(id & 0xffffff), port);
 }
 
+Endpoint write_endpoint(uint16_t client, uint32_t write, uint64_t id) {
+  std::array<uint8_t, 16> a{0x20, 0x01, 0x0d, 0xb8};  // 2001:db8::/32, for documentation
+  a[4] = static_cast<uint8_t>(client >> 8);
+  a[5] = static_cast<uint8_t>(client);
+  for (int i = 0; i < 4; ++i) a[6 + i] = static_cast<uint8_t>(write >> (24 - 8 * i));
+  for (int i = 0; i < 6; ++i) a[10 + i] = static_cast<uint8_t>(id >> (40 - 8 * i));
+  return Endpoint::v6(a, kWriteEndpointPort);
+}
+
 std::string VerifyFailure::expected_text() const {
   return expected ? expected->to_string() : "NOT_FOUND";
 }
@@ -38,18 +47,28 @@ UserModel::UserModel(Config config)
   mix_total_ = config_.mix.total();
   failures_.reserve(kMaxFailures);
   if (config_.storm && config_.lookup_only) {
-    for (User& u : users_) u.state = UserState::kLoggedIn;
+    // The storm this run looks up wrote each user's first endpoint.
+    for (User& u : users_) {
+      u.state = UserState::kLoggedIn;
+      u.writes = 1;
+    }
     next_login_ = logins_ended_ = static_cast<uint32_t>(users_.size());
   }
 }
 
-std::optional<Endpoint> UserModel::endpoint_to_send(uint32_t user) const {
+std::optional<Endpoint> UserModel::endpoint_to_send(const RequestTag& t) const {
   if (!config_.observed.empty()) return std::nullopt;
-  return synthetic_endpoint(id_of(user), config_.ipv6_percent);
+  if (config_.history_client) {
+    return write_endpoint(*config_.history_client, t.write, id_of(t.user));
+  }
+  return synthetic_endpoint(id_of(t.user), config_.ipv6_percent);
 }
 
 Endpoint UserModel::registered_endpoint(uint32_t user) const {
   if (!config_.observed.empty()) return config_.observed[socket_of(user) % config_.observed.size()];
+  if (config_.history_client) {
+    return write_endpoint(*config_.history_client, users_[user].writes, id_of(user));
+  }
   return synthetic_endpoint(id_of(user), config_.ipv6_percent);
 }
 
@@ -57,7 +76,9 @@ RequestTag UserModel::start_own(uint32_t user, Op op) {
   User& u = users_[user];
   u.busy = true;
   ++u.version;
-  return RequestTag{.user = user, .op = op};
+  RequestTag t{.user = user, .op = op};
+  if (op == Op::kLogin || op == Op::kHeartbeat) t.write = ++u.writes;
+  return t;
 }
 
 RequestTag UserModel::start_lookup(uint32_t user) {
@@ -163,6 +184,7 @@ void UserModel::complete(const RequestTag& tag, const client::Message* reply) {
       u.state = UserState::kLoggedIn;
       if (config_.verify) {
         ++counts_.echo_checked;
+        // The user's one request in flight was this write, so what it registers is its own.
         const Endpoint want = registered_endpoint(tag.user);
         if (reply->endpoint != want) fail(tag.user, tag.op, want, *reply);
       }

@@ -11,6 +11,8 @@
 // change the right answer. Then a logged-in target must come back OK with exactly its endpoint and
 // a logged-out one NOT_FOUND; other statuses (UNAVAILABLE, TIMEOUT, ...) are errors, not verdicts.
 // With --verify an OK to LOGIN or HEARTBEAT must also echo the endpoint the user registered.
+// With --history every LOGIN and HEARTBEAT writes an endpoint of its own (write_endpoint()): the
+// echo must be that write's, and a logged-in user's LOOKUP must find its last acknowledged write.
 // Known limit: a try delayed inside the server past the client's timeout and applied after a later
 // request of the same user would be reported as a failure; a server that answers or drops within
 // its own deadline (docs/design.md §5, 100 ms < the default 200 ms try) never does that.
@@ -37,6 +39,15 @@ enum class UserState : uint8_t { kUnknown, kLoggedOut, kLoggedIn };
 // port is a hash of the id in 1024..65535.
 Endpoint synthetic_endpoint(uint64_t id, uint32_t ipv6_percent);
 
+// With --history: the endpoint that write number `write` (1, 2, ...: LOGINs and HEARTBEATs) of
+// user `id` carries in the udp_sim process numbered `client` (--history-client), so that no other
+// write of that user, from this process or another with its own number, carries the same one and a
+// stale LOOKUP answer shows. IPv6 [2001:db8:C:WWWW:WWWW:III:IIII:IIII]:5222: 2001:db8::/32 (for
+// documentation, unicast), the client (16 bits), the write (32 bits: unique until a user's 2^32nd
+// write), the id's low 48 bits (for a reader; uniqueness is per user).
+inline constexpr uint16_t kWriteEndpointPort = 5222;
+Endpoint write_endpoint(uint16_t client, uint32_t write, uint64_t id);
+
 // What the model remembers about one request between its send and its end; the driver keeps it in
 // the request's in-flight slot.
 struct RequestTag {
@@ -44,6 +55,7 @@ struct RequestTag {
   client::Op op = client::Op::kLookup;
   bool judge = false;    // LOOKUP: the target was idle with a known state when sent
   uint32_t version = 0;  // LOOKUP: the target's version when sent
+  uint32_t write = 0;    // LOGIN, HEARTBEAT: the user's write number (write_endpoint())
 };
 
 struct VerifyFailure {
@@ -79,11 +91,15 @@ class UserModel {
     // of that socket. Empty: users send their synthetic_endpoint().
     std::vector<Endpoint> observed;
     bool verify = false;
+    // --history: each LOGIN and HEARTBEAT carries write_endpoint(*history_client, ...) instead of
+    // the synthetic endpoint. Not with `observed`.
+    std::optional<uint16_t> history_client;
     uint64_t seed = 1;
     // A login storm (SimConfig::storm): every user's LOGIN in id order, then, once all of them
     // have ended, one LOOKUP of each user in id order, then nothing.
     bool storm = false;
-    // With storm: skip the LOGINs; every user is taken as logged in (SimConfig::lookup_only).
+    // With storm: skip the LOGINs; every user is taken as logged in (SimConfig::lookup_only), with
+    // history_client: by its first write, as a storm with the same client number left it.
     bool lookup_only = false;
   };
 
@@ -92,9 +108,9 @@ class UserModel {
   uint32_t size() const { return static_cast<uint32_t>(users_.size()); }
   uint64_t id_of(uint32_t user) const { return config_.first_user + user; }
   uint32_t socket_of(uint32_t user) const { return user % config_.sockets; }
-  // The ENDPOINT a LOGIN or HEARTBEAT of `user` carries; nullopt with --observed.
-  std::optional<Endpoint> endpoint_to_send(uint32_t user) const;
-  // What the server must store for `user`.
+  // The ENDPOINT the LOGIN or HEARTBEAT `t` carries; nullopt with --observed.
+  std::optional<Endpoint> endpoint_to_send(const RequestTag& t) const;
+  // What the server must store for `user` once its last write is acknowledged.
   Endpoint registered_endpoint(uint32_t user) const;
 
   // The next request: one LOGIN per user in id order, then draws from the mix. A HEARTBEAT or
@@ -126,6 +142,7 @@ class UserModel {
  private:
   struct User {
     uint32_t version = 0;
+    uint32_t writes = 0;  // LOGINs and HEARTBEATs started: the last one's write number
     UserState state = UserState::kUnknown;
     bool busy = false;
   };
