@@ -175,7 +175,7 @@ void ConfigCluster::add_cluster_key(std::vector<std::string>& args) const {
   args.insert(args.end(), options_.tls_flags.begin(), options_.tls_flags.end());
 }
 
-void ConfigCluster::start_hash(int i) {
+void ConfigCluster::start_hash(int i, bool wait_registered) {
   const std::string name = "hash" + std::to_string(i);
   const NodeHost host = host_of(name);
   const auto it = hash_addr_.find(i);
@@ -192,8 +192,8 @@ void ConfigCluster::start_hash(int i) {
   hash_[i] = start_node(options_.binaries.hash_server, name, std::move(args), hash_addr_[i],
                         hash_metrics_[i]);
   // Registered with the config server (so `imctl server add hashN` knows its address)?
-  if (std::none_of(configs_.begin(), configs_.end(),
-                   [](const auto& c) { return c && c->running(); })) {
+  if (!wait_registered || std::none_of(configs_.begin(), configs_.end(),
+                                       [](const auto& c) { return c && c->running(); })) {
     return;
   }
   const bool registered = wait_until([&] {

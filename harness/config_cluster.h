@@ -72,8 +72,9 @@ class ConfigCluster {
   void kill_config(int i);
   // The config server that leads now, as its status says (-1: none answers as the leader).
   int leader();
-  // hash server "hash<i>" (i from 1), registered with the config server.
-  void start_hash(int i);
+  // hash server "hash<i>" (i from 1), registered with the config server (unless
+  // `wait_registered` is false: then it returns once the server listens).
+  void start_hash(int i, bool wait_registered = true);
   void kill_hash(int i);
   // login server "login<i>", returning its UDP port (login_address(i): the whole address).
   uint16_t start_login(int i, std::vector<std::string> extra = {});

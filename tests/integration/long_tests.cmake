@@ -3,7 +3,9 @@
 # ctest starts tests of higher COST first, so none of them is left running alone at the end of the
 # suite while the other cores idle. Once a run has measured every test, ctest orders by those times.
 foreach(test IN LISTS integration_tests_TESTS)
-  if(test MATCHES "^integration/netns: etcd members on hosts")  # 6-9 s, the other netns test 20
+  if(test MATCHES "^integration/nemesis: ")  # a minute and more: first of all
+    set_tests_properties("${test}" PROPERTIES COST 90)
+  elseif(test MATCHES "^integration/netns: etcd members on hosts")  # 6-9 s, the other netns test 20
     set_tests_properties("${test}" PROPERTIES COST 10)
   elseif(test MATCHES "^integration/(streaming|control plane|replicas|netns): ")
     set_tests_properties("${test}" PROPERTIES COST 20)

@@ -21,15 +21,11 @@
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <random>
 #include <string>
 
 #include "common/links/http_client.h"
@@ -37,9 +33,11 @@
 #include "harness/etcd_cluster.h"
 #include "harness/netns_enter.h"
 #include "harness/run_logs.h"
+#include "harness/secrets.h"
 #include "harness/udp_sim_run.h"
 #include "harness/wait_until.h"
 
+using namespace imhash;
 using namespace imhash::test;
 
 namespace {
@@ -54,23 +52,6 @@ std::unique_ptr<Hosts> hosts_or_skip() {
     MESSAGE("SKIPPED: " << std::string(e.what()));
     return nullptr;
   }
-}
-
-// Writes `text` to a new file only its owner may read (the daemons refuse looser key files).
-void write_private(const std::string& path, const std::string& text) {
-  ::unlink(path.c_str());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-  ::close(fd);
-}
-
-std::string random_hex_key() {
-  std::random_device rd;
-  std::string hex;
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (int i = 0; i < 64; ++i) hex += kDigits[rd() % 16];
-  return hex;
 }
 
 // A udp_sim run from the client host: FIRST..FIRST+USERS-1 for SECONDS, verified, with the
@@ -121,9 +102,9 @@ TEST_CASE(
 
   // Links between hosts prove the cluster key, and the admin API (not on loopback) needs its
   // token: without them the daemons refuse these addresses (docs/security.md §5).
-  const std::string key = RunLogs::dir() + "/cluster.key", token = RunLogs::dir() + "/admin.token";
-  write_private(key, random_hex_key());
-  write_private(token, "netns-test-admin-token-" + std::to_string(getpid()) + "\n");
+  const ClusterSecrets secrets = make_cluster_secrets("netns-test");
+  const std::string& key = secrets.key_file;
+  const std::string& token = secrets.token_file;
 
   // hash1 binds every address of its host and advertises the one login servers reach it at
   // (docs/operations.md §1); hash2 binds its address only.

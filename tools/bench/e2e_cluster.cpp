@@ -1,12 +1,9 @@
 #include "tools/bench/e2e_cluster.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <stdexcept>
+
+#include "harness/secrets.h"
 
 namespace imhash::bench {
 
@@ -51,14 +48,7 @@ std::vector<E2eTopology> read_topologies(Settings& settings) {
 
 E2eSecrets::E2eSecrets(const std::string& work_dir, bool tls) {
   key_file = work_dir + "/cluster.key";
-  if (!std::filesystem::exists(key_file)) {
-    std::random_device random;
-    static const char* digits = "0123456789abcdef";
-    std::string hex;
-    for (int i = 0; i < 64; ++i) hex += digits[random() % 16];
-    std::ofstream(key_file) << hex << "\n";
-    ::chmod(key_file.c_str(), 0600);  // the daemons refuse a key others can read
-  }
+  if (!std::filesystem::exists(key_file)) test::write_private(key_file, test::random_hex_key());
   if (tls) {
     certs_ = std::make_unique<test::TlsCerts>(work_dir + "/e2e");
     tls_flags = certs_->flags("hash");  // one certificate for every node, as cluster.sh did

@@ -5,8 +5,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <sstream>
+
+#include "tools/nemesis/history.h"
 
 namespace imhash::sim {
 
@@ -14,62 +15,11 @@ namespace {
 
 constexpr int kWriterNice = 10;
 
-template <typename Int>
-void append_number(Int v, std::string& out) {
-  char buf[24];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
-}
-
 }  // namespace
 
-void append_endpoint_text(const Endpoint& e, std::string& out) {
-  if (!e.valid()) {
-    out += '-';
-    return;
-  }
-  uint16_t w[8];
-  for (int i = 0; i < 8; ++i) w[i] = static_cast<uint16_t>(e.addr[2 * i] << 8 | e.addr[2 * i + 1]);
-  if (e.family == 6 && w[0] == 0) {
-    out += e.to_string();  // may have an IPv4 tail (::ffff:1.2.3.4); rare here
-    return;
-  }
-  char buf[8];
-  if (e.family == 4) {
-    for (int i = 0; i < 4; ++i) {
-      if (i > 0) out += '.';
-      out.append(buf, std::to_chars(buf, buf + sizeof buf, unsigned{e.addr[i]}).ptr);
-    }
-  } else {
-    // The first longest run of two or more zero groups becomes "::".
-    int best = -1, best_len = 1;
-    for (int i = 0; i < 8;) {
-      int j = i;
-      while (j < 8 && w[j] == 0) ++j;
-      if (j - i > best_len) {
-        best = i;
-        best_len = j - i;
-      }
-      i = j == i ? i + 1 : j;
-    }
-    out += '[';
-    for (int i = 0; i < 8; ++i) {
-      if (i == best) {
-        out += "::";
-        i += best_len - 1;
-        continue;
-      }
-      if (i > 0 && i != best + best_len) out += ':';
-      out.append(buf, std::to_chars(buf, buf + sizeof buf, unsigned{w[i]}, 16).ptr);
-    }
-    out += ']';
-  }
-  out += ':';
-  append_number(e.port, out);
-}
-
 std::string history_header(std::string_view comment) {
-  std::string h = "# imhash-history 1\n# ";
+  std::string h(history::kHeaderLine);
+  h += "\n# ";
   h.append(comment);
   h += '\n';
   return h;
@@ -91,18 +41,14 @@ std::string history_comment(const SimConfig& c) {
 }
 
 void append_history_line(const HistoryRecord& r, std::string& out) {
-  append_number(r.invoke_ns, out);
-  out += ' ';
-  append_number(r.complete_ns, out);
-  out += ' ';
-  out += client::to_string(r.op);
-  out += ' ';
-  append_number(r.user_id, out);
-  out += ' ';
-  out += r.answered ? client::to_string(r.status) : "none";
-  out += ' ';
-  append_endpoint_text(r.endpoint, out);
-  out += '\n';
+  history::Event e;
+  e.invoke_ns = static_cast<uint64_t>(r.invoke_ns);
+  e.complete_ns = static_cast<uint64_t>(r.complete_ns);
+  e.user_id = r.user_id;
+  e.endpoint = r.endpoint;
+  e.op = r.op;
+  if (r.answered) e.status = r.status;
+  history::append_line(out, e);
 }
 
 HistoryLog::HistoryLog(std::ostream& out, std::string_view comment, size_t chunk_records)

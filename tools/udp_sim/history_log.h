@@ -58,11 +58,8 @@ std::string history_header(std::string_view comment);
 // The settings a history's reader needs to know what made it (target, users, seed, ...), as
 // "udp_sim key=value ...".
 std::string history_comment(const SimConfig& config);
-// Appends Endpoint::to_string() of `e`, or "-" when it is not valid(), to `out`: the same text,
-// without to_string()'s allocations and inet_ntop's sprintf per IPv6 group (the writer formats
-// every record, and on a busy machine its CPU is taken from the load).
-void append_endpoint_text(const Endpoint& e, std::string& out);
-// Appends the record's line, '\n' included, to `out`.
+// Appends the record's line, '\n' included, to `out`, as the history's one writer
+// (history::append_line in tools/nemesis/history.h) writes it.
 void append_history_line(const HistoryRecord& r, std::string& out);
 
 class HistoryLog {

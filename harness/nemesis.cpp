@@ -1,0 +1,598 @@
+#include "harness/nemesis.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <thread>
+
+#include "harness/wait_until.h"
+
+namespace imhash::test {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// splitmix64: the same draws on every platform and standard library, so a seed replays.
+class Draw {
+ public:
+  explicit Draw(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t below(uint64_t n) { return next() % n; }
+  int64_t between(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(below(static_cast<uint64_t>(hi - lo + 1)));
+  }
+  int index(int n) { return static_cast<int>(below(static_cast<uint64_t>(n))); }
+
+ private:
+  uint64_t state_;
+};
+
+// The first line of /proc/PID/status that starts with "State:" ("State:\tT (stopped)").
+std::string process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("State:", 0) == 0) return line;
+  }
+  return "State: gone";
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+const char* fault_name(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kHashKill:
+      return "hash-kill";
+    case FaultKind::kHashPauseShort:
+      return "hash-pause-short";
+    case FaultKind::kHashPauseLong:
+      return "hash-pause-long";
+    case FaultKind::kHashCutFromLogins:
+      return "hash-cut-from-logins";
+    case FaultKind::kLoginCutFromHash:
+      return "login-cut-from-hash";
+    case FaultKind::kConfigLeaderKill:
+      return "config-leader-kill";
+    case FaultKind::kConfigLeaderIsolate:
+      return "config-leader-isolate";
+    case FaultKind::kEtcdKill:
+      return "etcd-kill";
+    case FaultKind::kLinkLoss:
+      return "link-loss";
+    case FaultKind::kLinkDuplicate:
+      return "link-duplicate";
+    case FaultKind::kLinkReorder:
+      return "link-reorder";
+    case FaultKind::kLinkDelay:
+      return "link-delay";
+    case FaultKind::kRangeMove:
+      return "range-move";
+    case FaultKind::kReplicaChange:
+      return "replica-change";
+    case FaultKind::kDrain:
+      return "drain";
+    case FaultKind::kCount:
+      break;
+  }
+  return "?";
+}
+
+const char* allowed_answers(const FaultRecord& fault) {
+  switch (fault.kind) {
+    case FaultKind::kLinkLoss:
+    case FaultKind::kLinkDuplicate:
+    case FaultKind::kLinkReorder:
+    case FaultKind::kLinkDelay:
+      // On a login server's own link. Its TCP links to every hash server wait for
+      // retransmissions (200 ms at least, twice the deadline): requests time out, replies to
+      // clients are lost. And the client protocol is datagrams without sequence numbers: a
+      // LOGIN or HEARTBEAT the network duplicates or holds back can arrive after the user's next
+      // write and be applied over it (the client's retry of a try that was only late, too).
+      // On a hash server's link TCP hides all four (retransmits, drops duplicates, reorders),
+      // and hedging answers from the other copy within the deadline: nothing is allowed there.
+      return fault.target.rfind("l", 0) == 0 ? "unavailable,no_reply,stale,logout_undone,write_lost"
+                                             : "";
+    default:
+      return "";
+  }
+}
+
+// A fault as a lane plans it: what to do, how long it stays on, and how to undo it.
+struct Planned {
+  FaultKind kind = FaultKind::kHashKill;
+  std::string target, detail;
+  milliseconds length{0};
+  std::function<std::string()> apply;  // the evidence; throws if the fault did not take effect
+  std::function<bool()> done;          // set: the fault ends once this holds (or at `length`)
+  std::function<void()> revert;        // may be empty
+};
+
+class Nemesis::Lane {
+ public:
+  using Planner = std::function<Planned(Draw&)>;
+  Lane(Nemesis& n, uint64_t seed, milliseconds gap, Planner plan, std::function<bool()> settled)
+      : n_(n), draw_(seed), gap_(gap), plan_(std::move(plan)), settled_(std::move(settled)) {
+    next_ = Clock::now() + pause();
+  }
+
+  // Does what is due; returns when it wants to be called again.
+  Clock::time_point step(Clock::time_point now) {
+    switch (state_) {
+      case State::kIdle:
+        if (now < next_) return next_;
+        start(now);
+        return now;
+      case State::kActive:
+        if (now < until_ && !(current_.done && current_.done())) {
+          return std::min(until_, now + milliseconds(100));
+        }
+        end(Clock::now());
+        return now;
+      case State::kSettling:
+        if (settled_()) {
+          state_ = State::kIdle;
+          next_ = Clock::now() + pause();
+          return next_;
+        }
+        if (now >= settle_by_) {
+          n_.log_[record_].evidence += "; not settled within the patience";
+          state_ = State::kIdle;
+          next_ = Clock::now() + pause();
+          return next_;
+        }
+        return now + milliseconds(250);
+    }
+    return now;
+  }
+
+  // The run is over: the fault that is on is reverted, and the cluster settles (bounded).
+  void finish() {
+    if (state_ == State::kActive) end(Clock::now());
+    if (state_ == State::kSettling) {
+      if (!wait_until(settled_, n_.options_.settle_patience, milliseconds(250))) {
+        n_.log_[record_].evidence += "; not settled within the patience after the run";
+      }
+    }
+    state_ = State::kIdle;
+  }
+
+ private:
+  enum class State { kIdle, kActive, kSettling };
+
+  milliseconds pause() {
+    return milliseconds(draw_.between(gap_.count() / 2, gap_.count() * 3 / 2));
+  }
+
+  void start(Clock::time_point now) {
+    current_ = plan_(draw_);
+    FaultRecord r;
+    r.kind = current_.kind;
+    r.target = current_.target;
+    r.detail = current_.detail;
+    r.start_ns = ns_of(now);
+    try {
+      r.evidence = current_.apply();
+      r.took_effect = true;
+    } catch (const std::exception& e) {
+      r.evidence = std::string("did not take effect: ") + e.what();
+    }
+    record_ = n_.log_.size();
+    n_.log_.push_back(std::move(r));
+    if (!n_.log_[record_].took_effect) current_.revert = nullptr;
+    if (n_.log_[record_].took_effect && (current_.length.count() > 0 || current_.done)) {
+      state_ = State::kActive;
+      until_ = Clock::now() + current_.length;
+    } else {
+      end(Clock::now());
+    }
+  }
+
+  void end(Clock::time_point now) {
+    FaultRecord& r = n_.log_[record_];
+    if (current_.revert) {
+      try {
+        current_.revert();
+      } catch (const std::exception& e) {
+        r.evidence += std::string("; revert failed: ") + e.what();
+      }
+    }
+    r.end_ns = ns_of(now);
+    state_ = State::kSettling;
+    settle_by_ = Clock::now() + n_.options_.settle_patience;
+  }
+
+  Nemesis& n_;
+  Draw draw_;
+  milliseconds gap_;
+  Planner plan_;
+  std::function<bool()> settled_;
+  State state_ = State::kIdle;
+  Clock::time_point next_, until_, settle_by_;
+  Planned current_;
+  size_t record_ = 0;
+};
+
+namespace {
+
+// imctl status, parsed (null when no config server answers).
+boost::json::value status_of(ConfigCluster& c) {
+  const ImctlResult r = c.imctl({"--json", "status"});
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(r.out, ec);
+  return r.exit_code == 0 && !ec && v.is_object() ? v : boost::json::value();
+}
+
+// Every hash server the status lists is up, and none is being refilled.
+bool hash_servers_settled(ConfigCluster& c) {
+  const boost::json::value st = status_of(c);
+  if (!st.is_object()) return false;
+  const auto& o = st.as_object();
+  for (const auto& n : o.at("nodes").as_array()) {
+    const auto& node = n.as_object();
+    if (node.at("role").as_string() == "hash" && node.at("state").as_string() != "up") {
+      return false;
+    }
+  }
+  const auto* refills = o.if_contains("refills");
+  return !refills || refills->as_array().empty();
+}
+
+// No purge is owed (every stream of the last change is done) and no drain runs.
+bool moves_settled(ConfigCluster& c) {
+  const boost::json::value st = status_of(c);
+  if (!st.is_object()) return false;
+  const auto& o = st.as_object();
+  for (const char* list : {"pending_purges", "drains"}) {
+    const auto* l = o.if_contains(list);
+    if (l && l->is_array() && !l->as_array().empty()) return false;
+  }
+  return true;
+}
+
+std::string must_imctl(ConfigCluster& c, std::vector<std::string> args) {
+  const ImctlResult r = c.imctl(std::move(args));
+  if (r.exit_code != 0)
+    throw std::runtime_error("imctl exit " + std::to_string(r.exit_code) + ": " + trimmed(r.out));
+  return trimmed(r.out);
+}
+
+}  // namespace
+
+Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
+    : cluster_(cluster), options_(options) {
+  ConfigCluster& c = cluster_.cluster();
+  Hosts& hosts = cluster_.hosts();
+  const NemesisClusterOptions& shape = cluster_.options();
+  const int hashes = shape.hash_servers, logins = shape.login_servers;
+  const milliseconds down = options_.down;
+
+  // Evidence of a partition: each side's neighbour entry for the other points nowhere.
+  const auto partition = [&hosts](const std::string& a, const std::string& b) {
+    hosts.partition(a, b);
+    std::string evidence;
+    for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+      const std::string entry =
+          trimmed(hosts.ip({"-n", hosts.netns(from), "neigh", "show", hosts.address(to)}));
+      if (entry.find(Hosts::kNowhere) == std::string::npos) {
+        throw std::runtime_error("no partition entry in " + from + " for " + to + ": " + entry);
+      }
+      evidence += (evidence.empty() ? "" : "; ") + from + ": " + entry;
+    }
+    return evidence;
+  };
+
+  // ---- hash: one hash server at a time -------------------------------------------------------
+  lanes_.push_back(std::make_unique<Lane>(
+      *this, options_.seed * 4 + 0, options_.hash_gap,
+      [&c, &hosts, partition, hashes, logins, down](Draw& d) {
+        static constexpr FaultKind kinds[] = {
+            FaultKind::kHashKill, FaultKind::kHashPauseShort, FaultKind::kHashPauseLong,
+            FaultKind::kHashCutFromLogins, FaultKind::kLoginCutFromHash};
+        Planned p;
+        p.kind = kinds[d.index(5)];
+        const int i = 1 + d.index(hashes);
+        const std::string name = "hash" + std::to_string(i);
+        const std::string host = NemesisCluster::hash_host(i);
+        p.target = name;
+        switch (p.kind) {
+          case FaultKind::kHashKill:
+            p.length = milliseconds(d.between(1000, 4000));
+            p.detail = "kill -9, restart empty after " + std::to_string(p.length.count()) + " ms";
+            p.apply = [&c, i, name] {
+              c.kill_hash(i);
+              if (c.hash(i).running()) throw std::runtime_error(name + " still runs");
+              return name + " gone (SIGKILL)";
+            };
+            p.revert = [&c, i] { c.start_hash(i, /*wait_registered=*/false); };
+            break;
+          case FaultKind::kHashPauseShort:
+          case FaultKind::kHashPauseLong: {
+            p.length = p.kind == FaultKind::kHashPauseShort
+                           ? milliseconds(d.between(100, down.count() - 100))
+                           : milliseconds(d.between(2 * down.count(), 5 * down.count()));
+            p.detail = "SIGSTOP for " + std::to_string(p.length.count()) + " ms (DOWN " +
+                       std::to_string(down.count()) + " ms)";
+            p.apply = [&c, i] {
+              const pid_t pid = c.hash(i).pid();
+              ::kill(pid, SIGSTOP);
+              std::string state;
+              // kill(SIGSTOP) only queues the stop: it has taken effect once the state says so.
+              if (!wait_until(
+                      [&] {
+                        return (state = process_state(pid)).find("T (stopped)") !=
+                               std::string::npos;
+                      },
+                      milliseconds(2000), milliseconds(1))) {
+                throw std::runtime_error("not stopped: " + state);
+              }
+              return state;
+            };
+            p.revert = [&c, i] { ::kill(c.hash(i).pid(), SIGCONT); };
+            break;
+          }
+          case FaultKind::kHashCutFromLogins:
+            p.length = milliseconds(d.between(1000, 4000));
+            p.detail = "cut from every login server (not the config servers) for " +
+                       std::to_string(p.length.count()) + " ms";
+            p.apply = [&hosts, partition, host, logins] {
+              std::string evidence;
+              for (int j = 1; j <= logins; ++j) {
+                evidence += (j > 1 ? "; " : "") + partition(host, NemesisCluster::login_host(j));
+              }
+              return evidence;
+            };
+            p.revert = [&hosts, host, logins] {
+              for (int j = 1; j <= logins; ++j) hosts.heal(host, NemesisCluster::login_host(j));
+            };
+            break;
+          default: {  // kLoginCutFromHash
+            const int j = 1 + d.index(logins);
+            p.target = "login" + std::to_string(j) + "-" + name;
+            p.length = milliseconds(d.between(1000, 4000));
+            p.detail = "login" + std::to_string(j) + " cut from " + name + " for " +
+                       std::to_string(p.length.count()) + " ms";
+            const std::string login = NemesisCluster::login_host(j);
+            p.apply = [partition, login, host] { return partition(login, host); };
+            p.revert = [&hosts, login, host] { hosts.heal(login, host); };
+            break;
+          }
+        }
+        return p;
+      },
+      [&c] { return hash_servers_settled(c); }));
+
+  // ---- control: the config leader and etcd, one at a time -----------------------------------
+  EtcdCluster& etcd = cluster_.etcd();
+  lanes_.push_back(std::make_unique<Lane>(
+      *this, options_.seed * 4 + 1, options_.control_gap,
+      [&c, &hosts, &etcd](Draw& d) {
+        static constexpr FaultKind kinds[] = {
+            FaultKind::kConfigLeaderKill, FaultKind::kConfigLeaderIsolate, FaultKind::kEtcdKill};
+        Planned p;
+        p.kind = kinds[d.index(3)];
+        p.length = milliseconds(d.between(1000, 5000));
+        const std::string for_ms = " for " + std::to_string(p.length.count()) + " ms";
+        if (p.kind == FaultKind::kEtcdKill) {
+          const size_t m = static_cast<size_t>(d.index(3));
+          p.target = "etcd m" + std::to_string(m);
+          p.detail = "kill -9, restart" + for_ms;
+          p.apply = [&etcd, m] {
+            etcd.kill(m);
+            return "etcd m" + std::to_string(m) + " gone (SIGKILL)";
+          };
+          p.revert = [&etcd, m] { etcd.restart(m); };
+          return p;
+        }
+        // Which config server leads is known only when the fault starts.
+        auto leader = std::make_shared<int>(-1);
+        p.target = "config leader";
+        if (p.kind == FaultKind::kConfigLeaderKill) {
+          p.detail = "kill -9, restart" + for_ms;
+          p.apply = [&c, leader] {
+            *leader = c.leader();
+            if (*leader < 0) throw std::runtime_error("no config server leads");
+            c.kill_config(*leader);
+            return "cfg" + std::to_string(*leader) + " (the leader) gone (SIGKILL)";
+          };
+          p.revert = [&c, leader] { c.start_config(*leader); };
+        } else {
+          p.detail = "its host's link down" + for_ms;
+          p.apply = [&c, &hosts, leader] {
+            *leader = c.leader();
+            if (*leader < 0) throw std::runtime_error("no config server leads");
+            const std::string host = NemesisCluster::config_host(*leader);
+            hosts.cut(host);
+            const std::string link = hosts.ip({"-n", hosts.netns(host), "link", "show", "eth0"});
+            if (link.find("state DOWN") == std::string::npos &&
+                link.find(",UP") != std::string::npos) {
+              throw std::runtime_error("eth0 of " + host + " still up: " + trimmed(link));
+            }
+            return "cfg" + std::to_string(*leader) + " (the leader) isolated: eth0 of " + host +
+                   " down";
+          };
+          p.revert = [&hosts, leader] { hosts.restore(NemesisCluster::config_host(*leader)); };
+        }
+        return p;
+      },
+      [&c, &etcd] {
+        if (c.leader() < 0) return false;
+        for (size_t m = 0; m < etcd.size(); ++m) {
+          if (!etcd.healthy(m)) return false;
+        }
+        return true;
+      }));
+
+  // ---- net: netem on one hash or login host's link --------------------------------------------
+  lanes_.push_back(std::make_unique<Lane>(
+      *this, options_.seed * 4 + 2, options_.net_gap,
+      [&hosts, hashes, logins](Draw& d) {
+        static constexpr FaultKind kinds[] = {FaultKind::kLinkLoss, FaultKind::kLinkDuplicate,
+                                              FaultKind::kLinkReorder, FaultKind::kLinkDelay};
+        Planned p;
+        p.kind = kinds[d.index(4)];
+        const int which = d.index(hashes + logins);
+        const std::string host = which < hashes ? NemesisCluster::hash_host(1 + which)
+                                                : NemesisCluster::login_host(1 + which - hashes);
+        p.target = host + " link";
+        p.length = milliseconds(d.between(1000, 4000));
+        LinkFault f;
+        switch (p.kind) {
+          case FaultKind::kLinkLoss:
+            f.loss_percent = static_cast<double>(d.between(5, 20));
+            p.detail = "loss " + std::to_string(static_cast<int>(f.loss_percent)) + "%";
+            break;
+          case FaultKind::kLinkDuplicate:
+            f.duplicate_percent = static_cast<double>(d.between(5, 20));
+            p.detail = "duplicate " + std::to_string(static_cast<int>(f.duplicate_percent)) + "%";
+            break;
+          case FaultKind::kLinkReorder:
+            f.reorder_percent = static_cast<double>(d.between(10, 30));
+            f.delay_ms = static_cast<int>(d.between(5, 20));
+            p.detail = "reorder " + std::to_string(static_cast<int>(f.reorder_percent)) +
+                       "% (the rest delayed " + std::to_string(f.delay_ms) + " ms)";
+            break;
+          default:
+            f.delay_ms = static_cast<int>(d.between(5, 30));
+            f.jitter_ms = static_cast<int>(d.between(0, 5));
+            p.detail = "delay " + std::to_string(f.delay_ms) + " ms +- " +
+                       std::to_string(f.jitter_ms) + " ms";
+            break;
+        }
+        p.detail += " both ways for " + std::to_string(p.length.count()) + " ms";
+        p.apply = [&hosts, host, f] {
+          if (!hosts.netem_available()) throw std::runtime_error(hosts.netem_missing_reason());
+          hosts.impair(host, f);
+          const std::string q = hosts.tc({"-n", hosts.netns(host), "qdisc", "show", "dev", "eth0"});
+          if (q.find("netem") == std::string::npos) {
+            throw std::runtime_error("no netem on eth0 of " + host + ": " + trimmed(q));
+          }
+          return trimmed(q);
+        };
+        p.revert = [&hosts, host] { hosts.clear_impairment(host); };
+        return p;
+      },
+      [] { return true; }));
+
+  // ---- ops: moves, replica changes, drains ----------------------------------------------------
+  if (!options_.ops) return;
+  auto replicas = std::make_shared<int>(shape.replicas);
+  const uint64_t users = shape.users;
+  lanes_.push_back(std::make_unique<Lane>(
+      *this, options_.seed * 4 + 3, options_.ops_gap,
+      [this, &c, hashes, users, replicas](Draw& d) {
+        static constexpr FaultKind kinds[] = {FaultKind::kRangeMove, FaultKind::kReplicaChange,
+                                              FaultKind::kDrain};
+        Planned p;
+        p.kind = kinds[d.index(3)];
+        const int i = 1 + d.index(hashes);
+        const std::string name = "hash" + std::to_string(i);
+        switch (p.kind) {
+          case FaultKind::kRangeMove: {
+            const uint64_t size = std::max<uint64_t>(users / 20, 1);
+            const uint64_t lo = 1 + d.below(users - size);
+            const std::string range = std::to_string(lo) + "-" + std::to_string(lo + size - 1);
+            p.target = range + " " + name;
+            p.detail = "imctl assign " + range + " " + name;
+            p.apply = [&c, range, name] { return must_imctl(c, {"assign", range, name}); };
+            break;
+          }
+          case FaultKind::kReplicaChange:
+            p.target = "replicas";
+            p.detail = "imctl replicas " + std::to_string(*replicas == 2 ? 3 : 2);
+            p.apply = [&c, replicas] {
+              const int to = *replicas == 2 ? 3 : 2;
+              std::string out = must_imctl(c, {"replicas", std::to_string(to)});
+              *replicas = to;
+              return out;
+            };
+            break;
+          default:  // kDrain: streamed out of the table, then added back with its first range
+            p.target = name;
+            p.detail =
+                "imctl drain " + name + ", then server add and assign " + cluster_.initial_range(i);
+            p.length = options_.settle_patience;
+            p.apply = [&c, name] { return must_imctl(c, {"drain", name}); };
+            p.done = [&c, name] {
+              const ImctlResult r = c.imctl({"--json", "drain", name, "--status"});
+              return r.exit_code == 0 && r.out.find("\"drained\":true") != std::string::npos;
+            };
+            p.revert = [this, &c, name, i] {
+              must_imctl(c, {"server", "add", name});
+              must_imctl(c, {"assign", cluster_.initial_range(i), name});
+            };
+            break;
+        }
+        return p;
+      },
+      [&c] { return moves_settled(c); }));
+}
+
+Nemesis::~Nemesis() = default;
+
+void Nemesis::run(milliseconds length) {
+  const Clock::time_point end = Clock::now() + length;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (now >= end) break;
+    Clock::time_point wake = std::min(end, now + milliseconds(100));
+    for (auto& lane : lanes_) wake = std::min(wake, lane->step(Clock::now()));
+    std::this_thread::sleep_until(wake);
+  }
+  for (auto& lane : lanes_) lane->finish();
+}
+
+std::array<uint64_t, kFaultKinds> Nemesis::counts() const {
+  std::array<uint64_t, kFaultKinds> n{};
+  for (const FaultRecord& r : log_) n[static_cast<size_t>(r.kind)] += r.took_effect;
+  return n;
+}
+
+void Nemesis::write_log(const std::string& path) const {
+  std::ofstream out(path);
+  out << "# imhash nemesis log: start_ns end_ns kind target ok|failed detail -- evidence\n";
+  // One line a fault: imctl's answers have several.
+  const auto line = [](std::string text) {
+    for (char& c : text) c = c == '\n' ? '|' : c;
+    return text;
+  };
+  for (const FaultRecord& r : log_) {
+    out << r.start_ns << ' ' << r.end_ns << ' ' << fault_name(r.kind) << " '" << r.target << "' "
+        << (r.took_effect ? "ok" : "failed") << ' ' << line(r.detail) << " -- " << line(r.evidence)
+        << '\n';
+  }
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void Nemesis::write_windows(const std::string& path, milliseconds slack) const {
+  std::ofstream out(path);
+  out << "# imhash nemesis windows: start_ns end_ns kind rules (docs/reliability.md)\n";
+  const int64_t slack_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slack).count();
+  for (const FaultRecord& r : log_) {
+    if (!r.took_effect) continue;
+    const char* rules = allowed_answers(r);
+    if (*rules == '\0') continue;
+    out << r.start_ns << ' ' << r.end_ns + slack_ns << ' ' << fault_name(r.kind) << ' ' << rules
+        << '\n';
+  }
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace imhash::test
