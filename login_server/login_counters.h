@@ -21,27 +21,29 @@
 namespace imhash {
 
 // X(field, prometheus name, help)
-#define IMHASH_LOGIN_COUNTERS(X)                                                                \
-  X(received, "imhash_login_datagrams_total", "datagrams received from clients")                \
-  X(forwarded, "imhash_login_forwarded_total", "requests sent to hash servers")                 \
-  X(moved_retries, "imhash_login_moved_retries_total", "requests retried after MOVED")          \
-  X(fallback_reads, "imhash_login_fallback_reads_total", "lookups retried at an earlier owner") \
-  X(fallback_hits, "imhash_login_fallback_hits_total", "fallback reads that found the user")    \
-  X(read_repairs, "imhash_login_read_repairs_total",                                            \
-    "records copied to their new owner or its replicas")                                        \
-  X(replica_writes, "imhash_login_replica_writes_total", "copies of writes sent to replicas")   \
-  X(replica_write_failures, "imhash_login_replica_write_failures_total",                        \
-    "copies of writes to replicas that failed or were refused")                                 \
-  X(replica_reads, "imhash_login_replica_reads_total",                                          \
-    "lookups sent to a replica because the members before it failed or were out of reach")      \
-  X(hedged, "imhash_login_hedged_total",                                                        \
-    "requests sent on to the next replica because their member had not answered within "        \
-    "--hedge-ms")                                                                               \
-  X(hints_queued, "imhash_login_hints_queued_total",                                            \
-    "writes held for a replica whose link was down, to be sent in order once it is back")       \
-  X(hints_replayed, "imhash_login_hints_replayed_total", "held writes sent to their replica")   \
-  X(hints_dropped, "imhash_login_hints_dropped_total",                                          \
-    "writes not held for a replica out of reach: its queue was full or it left the table")      \
+#define IMHASH_LOGIN_COUNTERS(X)                                                                   \
+  X(received, "imhash_login_datagrams_total", "datagrams received from clients")                   \
+  X(forwarded, "imhash_login_forwarded_total", "requests sent to hash servers")                    \
+  X(moved_retries, "imhash_login_moved_retries_total", "requests retried after MOVED")             \
+  X(fallback_reads, "imhash_login_fallback_reads_total", "lookups retried at an earlier owner")    \
+  X(fallback_hits, "imhash_login_fallback_hits_total", "fallback reads that found the user")       \
+  X(read_repairs, "imhash_login_read_repairs_total",                                               \
+    "records copied to their new owner or its replicas")                                           \
+  X(replica_writes, "imhash_login_replica_writes_total", "copies of writes sent to replicas")      \
+  X(replica_write_failures, "imhash_login_replica_write_failures_total",                           \
+    "copies of writes to replicas that failed or were refused")                                    \
+  X(replica_reads, "imhash_login_replica_reads_total",                                             \
+    "lookups sent to a replica because the members before it failed or were out of reach")         \
+  X(hedged, "imhash_login_hedged_total",                                                           \
+    "requests sent on to the next replica because their member had not answered within "           \
+    "--hedge-ms")                                                                                  \
+  X(writes_lost_after_timeout, "imhash_login_writes_lost_after_timeout_total",                     \
+    "writes that timed out and then went with their link unanswered, held for their member again") \
+  X(hints_queued, "imhash_login_hints_queued_total",                                               \
+    "writes held for a replica whose link was down, to be sent in order once it is back")          \
+  X(hints_replayed, "imhash_login_hints_replayed_total", "held writes sent to their replica")      \
+  X(hints_dropped, "imhash_login_hints_dropped_total",                                             \
+    "writes not held for a replica out of reach: its queue was full or it left the table")         \
   X(send_failures, "imhash_login_send_failures_total", "replies the kernel refused to send")
 
 namespace login_metrics {

@@ -141,6 +141,10 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     case Request::Stage::kAbandoned:
       release(index);
       return;
+    case Request::Stage::kUnsettled:  // answered after all (the flow's own deadline came first)
+      --unsettled_;
+      release(index);
+      return;
     case Request::Stage::kReplicaWrite:
       // No retry: the write's answering copy retries on MOVED, and that sends the copies again.
       if (response.status == FrameStatus::kMoved) need_table(response.table_version, out);
@@ -199,12 +203,62 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
 
 void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (!find(token)) return;
+  Request* r = find(token);
+  if (!r) return;
   const auto index = static_cast<uint32_t>(token);
+  if (r->stage == Request::Stage::kUnsettled) {
+    // Its client heard TIMEOUT from the flow's own deadline: now the link's, or the link's end.
+    if (status == Status::kTimeout) return;  // on_settled or on_lost comes later
+    on_lost(token, now_ns);
+    return;
+  }
   if (status == Status::kUnavailable) hold_again(index, now_ns);
   if (read_next_member(index, now_ns, out)) return;
   if (status == Status::kUnavailable && write_next_member(index, now_ns, out)) return;
+  if (status == Status::kTimeout && keep_unsettled(index, now_ns, out)) return;
   fail(index, status, now_ns, out);
+}
+
+void RequestFlow::on_settled(uint64_t token) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const Request* r = find(token);
+  if (!r || r->stage != Request::Stage::kUnsettled) return;
+  --unsettled_;
+  release(static_cast<uint32_t>(token));
+}
+
+void RequestFlow::on_lost(uint64_t token, int64_t now_ns) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const Request* r = find(token);
+  if (!r || r->stage != Request::Stage::kUnsettled) return;
+  const auto index = static_cast<uint32_t>(token);
+  // It may have been applied or not, and nothing sent after it on that connection was answered:
+  // held for the member like a write whose link broke under it (the later write of the id by
+  // sequence wins, so holding it cannot undo a newer one).
+  ++counters_.writes_lost_after_timeout;
+  hold_again(index, now_ns);
+  --unsettled_;
+  release(index);
+}
+
+bool RequestFlow::keep_unsettled(uint32_t index, int64_t now_ns, FlowActions& out) {
+  Request& r = slots_[index];
+  const bool client_write =
+      r.stage == Request::Stage::kFirst || r.stage == Request::Stage::kNewDelete;
+  if (r.type == FrameType::kGet || r.flags != 0 ||
+      (!client_write && r.stage != Request::Stage::kReplicaWrite)) {
+    return false;
+  }
+  if (client_write) {
+    counters_.record_latency(now_ns - r.received_ns);
+    FlowAction& a = reply_action(r.client, Status::kTimeout, out);
+    a.reply_size = static_cast<uint8_t>(reply_with_status(r.ask, Status::kTimeout, a.reply));
+  } else {
+    ++counters_.replica_write_failures;
+  }
+  slots_[index].stage = Request::Stage::kUnsettled;
+  ++unsettled_;
+  return true;
 }
 
 void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
@@ -212,7 +266,8 @@ void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
   while (hedges_.due(now_ns)) hedge(hedges_.pop(), now_ns, out);
   while (deadlines_.due(now_ns)) {
     const Timer t = deadlines_.pop();
-    if (at_send(t)) fail(t.index, Status::kTimeout, now_ns, out);
+    if (at_send(t) && !keep_unsettled(t.index, now_ns, out))
+      fail(t.index, Status::kTimeout, now_ns, out);
   }
   std::erase_if(parked_, [&](const Parked& p) {
     if (p.until_ns > now_ns) return false;
@@ -296,16 +351,30 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
 void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
   // Writes only, with replicas only (one copy has no other to fall behind: the client, told
   // UNAVAILABLE, tries again), and only plain ones: old-copy deletes and repairs are best effort.
-  // The link is named by its index in the table the frame was sent under: after a table change
-  // the write is not held (the change streams records to new members anyway).
+  // After a table change it is held for the same server if the table still has it (the change
+  // streams records only to members new to an id: one that merely missed a write would keep the
+  // older record); for a server that has left, not at all.
   const Request& r = slots_[index];
-  if (r.type == FrameType::kGet || r.flags != 0 || r.link_server == LinkTarget::kNotCurrent ||
-      !router_ || router_->replicas() == 1 || router_->version() != r.link_version ||
-      r.link_server >= router_->table().servers.size()) {
-    return;
+  if (r.type == FrameType::kGet || r.flags != 0 || !router_ || router_->replicas() == 1) return;
+  const LinkTarget target = sent_to_now(r);
+  if (target.server) hold(target, r, now_ns);
+}
+
+LinkTarget RequestFlow::sent_to_now(const Request& r) const {
+  if (r.link_server == LinkTarget::kNotCurrent) return {};
+  const Router* then = r.link_version == router_->version() ? router_ : nullptr;
+  for (size_t i = 0; !then && i < routing_->earlier.size(); ++i) {
+    if (routing_->earlier[i].router->version() == r.link_version) {
+      then = routing_->earlier[i].router.get();
+    }
   }
-  const LinkTarget target{&router_->table().servers[r.link_server], r.link_server, r.link_shard};
-  hold(target, r, now_ns);
+  if (!then || r.link_server >= then->table().servers.size()) return {};
+  const ServerInfo& sent = then->table().servers[r.link_server];
+  const int i = router_->table().server_index(sent.name);
+  if (i < 0) return {};
+  const ServerInfo& now = router_->table().servers[static_cast<size_t>(i)];
+  if (!same_server(now, sent) || now.shards != sent.shards) return {};
+  return LinkTarget{&now, static_cast<uint32_t>(i), r.link_shard};
 }
 
 bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
@@ -499,11 +568,16 @@ RequestFlow::Request* RequestFlow::at_send(const Timer& t) {
 
 void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
   const Request* r = at_send(t);
-  // Still waiting for the member the timer was set for, under the table it was sent under.
-  if (!r || !router_ || r->link_version != router_->version()) return;
+  if (!r || !router_) return;  // answered, or moved on, meanwhile
+  // The next member of the set after the one it waits for; under a table that came meanwhile,
+  // the first member that is not that one (a nemesis run found requests stuck on a cut member
+  // because a range move had just changed the table).
+  const LinkTarget waiting = sent_to_now(*r);
   const ReplicaSet set = router_->replica_set(r->ask.user_id);
-  for (uint32_t i = r->member + 1u; i < set.size; ++i) {
+  const uint32_t from = r->link_version == router_->version() ? r->member + 1u : 0;
+  for (uint32_t i = from; i < set.size; ++i) {
     const LinkTarget target = member_target(set.routes[i]);
+    if (waiting.server && same_link(target, waiting)) continue;
     if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
     const uint32_t next = allocate();
     Request& first = slots_[t.index];

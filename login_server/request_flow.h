@@ -117,6 +117,10 @@ class RequestFlow {
   // The frame sent under `token` got no answer: TIMEOUT (its deadline passed) or UNAVAILABLE (the
   // link went down or closed).
   void on_failure(uint64_t token, client::Status status, int64_t now_ns, FlowActions& out);
+  // A write whose TIMEOUT was reported was processed after all / was lost with its connection
+  // (HashLink: "unsettled"). A lost one is held for its member, as a write whose link broke.
+  void on_settled(uint64_t token);
+  void on_lost(uint64_t token, int64_t now_ns);
   // Answers TIMEOUT to parked requests whose wait is over, and sends the writes held for
   // replicas whose links are back.
   void tick(int64_t now_ns, FlowActions& out);
@@ -125,8 +129,9 @@ class RequestFlow {
   // Adds the writes held for each server, by name (summed over its shards), to `out`.
   void add_held_writes(std::map<std::string, uint64_t>& out) const;
 
-  // Requests not answered yet (on links or parked): a stopping worker waits for 0.
-  size_t active() const { return used_; }
+  // Requests not answered yet (on links or parked): a stopping worker waits for 0. Writes kept
+  // after their client heard TIMEOUT (kUnsettled) are not waited for.
+  size_t active() const { return used_ - unsettled_; }
   size_t parked() const { return parked_.size(); }
 
  private:
@@ -143,6 +148,8 @@ class RequestFlow {
       kNewDelete,     // ... then at the owner (as kFirst, without repeating the step above)
       kReplicaWrite,  // a write's copy to another member of the replica set (nobody waits for it)
       kAbandoned,     // a read whose member was too slow: the next member answers the client
+      kUnsettled,     // a write that timed out (its client, if any, heard so), kept until its link
+                      // says whether it was processed or lost with its connection
     };
     ClientAsk ask{};
     ClientAddr client{};
@@ -268,8 +275,12 @@ class RequestFlow {
   bool held_for(const LinkTarget& target) const;
   // Holds `write` for `target`, unless a later write of the id (by write_seq) is held already.
   void hold(const LinkTarget& target, const Request& write, int64_t now_ns);
-  // The write in slot `index` failed UNAVAILABLE on its link: held for that member again.
+  // The write in slot `index` failed UNAVAILABLE on its link, or was lost with it after it timed
+  // out: held for that member again.
   void hold_again(uint32_t index, int64_t now_ns);
+  // The link `r` was last sent on, as the current table has it (same server name, address and
+  // shards; found through the table it was sent under, current or earlier), or none.
+  LinkTarget sent_to_now(const Request& r) const;
   // Sends the target's held writes while its link has room, keeping `reserve` frames of it for
   // the caller; true when none is left.
   bool replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
@@ -292,6 +303,9 @@ class RequestFlow {
   void reply_answer(uint32_t index, const frame::Response& response, int64_t now_ns,
                     FlowActions& out);
   void fail(uint32_t index, client::Status status, int64_t now_ns, FlowActions& out);
+  // A write's frame timed out: its client (if any) hears TIMEOUT, and the slot stays, kUnsettled,
+  // until its link tells on_settled or on_lost. False for anything else (not kept).
+  bool keep_unsettled(uint32_t index, int64_t now_ns, FlowActions& out);
   FlowAction& reply_action(const ClientAddr& to, client::Status status, FlowActions& out);
   LinkTarget member_target(const Route& route) const;
 
@@ -308,6 +322,7 @@ class RequestFlow {
   std::vector<Request> slots_;  // grows to the most requests ever in flight at once
   std::vector<uint32_t> free_;  // free slot indexes
   size_t used_ = 0;
+  size_t unsettled_ = 0;                // slots in kUnsettled, among used_
   uint64_t writes_ = 0;                 // client writes so far: the next one's write_seq
   std::vector<Parked> parked_;          // MOVED, waiting (bounded in time) for a newer table
   std::vector<HintQueue> hint_queues_;  // members with held writes (few: those out of reach)

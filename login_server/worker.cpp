@@ -315,6 +315,16 @@ void Worker::on_failure(uint64_t token, Status status) {
   execute();
 }
 
+void Worker::on_settled(uint64_t token) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  flow_.on_settled(token);
+}
+
+void Worker::on_lost(uint64_t token) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  flow_.on_lost(token, monotonic_ns());  // held for its member: sent when the link is back
+}
+
 void Worker::after_link_io() {
   IMHASH_ON_OWNER_THREAD(on_thread());
   flush_links();

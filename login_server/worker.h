@@ -64,6 +64,8 @@ class Worker final : public LinkListener, public LinkView {
   // LinkListener and LinkView: called by this worker's links and request flow.
   void on_answer(uint64_t token, const frame::Response& response) override;
   void on_failure(uint64_t token, client::Status status) override;
+  void on_settled(uint64_t token) override;
+  void on_lost(uint64_t token) override;
   void after_link_io() override;
   uint32_t room(const LinkTarget& target) const override;
 

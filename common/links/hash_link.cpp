@@ -72,7 +72,7 @@ bool HashLink::submit(const Request& request, uint64_t token, int64_t now_ns) {
   Request q = request;
   const int64_t deadline =
       now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.timeout).count();
-  q.correlation = pending_.insert(token, deadline);
+  q.correlation = pending_.insert(Sent{token, ++sent_seq_}, deadline);
   last_sent_ns_ = now_ns;
   const bool was_empty = queued_.empty();
   append_request(q, queued_);
@@ -103,11 +103,12 @@ void HashLink::flush() {
 void HashLink::tick(int64_t now_ns) {
   IMHASH_ON_OWNER_THREAD(on_thread());
   bool expired = false;
-  pending_.expire(now_ns, [&](uint64_t token) {
+  pending_.expire(now_ns, [&](const Sent& sent) {
     ++consecutive_timeouts_;
-    if (token == kKeepaliveToken) return;
+    if (sent.token == kKeepaliveToken) return;
     expired = true;
-    listener_.on_failure(token, client::Status::kTimeout);
+    unsettled_.push_back(sent);
+    listener_.on_failure(sent.token, client::Status::kTimeout);
   });
   if (expired) listener_.after_link_io();
   if (state_ == State::kUp && !full() && settings_.keepalive.count() > 0 &&
@@ -128,14 +129,32 @@ void HashLink::tick(int64_t now_ns) {
 void HashLink::drop_connection() {
   boost::system::error_code ec;
   auto& socket = tls_ ? tls_->next_layer() : socket_;
-  socket.shutdown(tcp::socket::shutdown_both, ec);
+  // Aborted, not closed: a graceful close would leave the kernel retransmitting what the server
+  // has not acknowledged (after a partition heals, say), and those frames would arrive after the
+  // ones a newer connection carried. What it had not received is lost instead, and reported so.
+  socket.set_option(tcp::socket::linger(true, 0), ec);
   socket.close(ec);
 }
 
+void HashLink::settle_before(uint64_t seq) {
+  while (!unsettled_.empty() && unsettled_.front().seq < seq) {
+    const uint64_t token = unsettled_.front().token;
+    unsettled_.pop_front();
+    listener_.on_settled(token);
+  }
+}
+
 void HashLink::fail_all(client::Status status) {
-  if (pending_.size() == 0) return;
-  pending_.drain([&](uint64_t token) {
-    if (token != kKeepaliveToken) listener_.on_failure(token, status);
+  if (pending_.size() == 0 && unsettled_.empty()) return;
+  // The connection is gone: the timed-out frames no later answer settled are lost, and so is
+  // what was in flight.
+  while (!unsettled_.empty()) {
+    const uint64_t token = unsettled_.front().token;
+    unsettled_.pop_front();
+    listener_.on_lost(token);
+  }
+  pending_.drain([&](const Sent& sent) {
+    if (sent.token != kKeepaliveToken) listener_.on_failure(sent.token, status);
   });
   listener_.after_link_io();
 }
@@ -391,11 +410,12 @@ asio::awaitable<void> HashLink::read_loop() {
         malformed = true;
         return false;
       }
-      if (const uint64_t* token = pending_.find(h.correlation)) {
-        const uint64_t t = *token;
+      if (const Sent* sent = pending_.find(h.correlation)) {
+        const Sent answered = *sent;
         pending_.erase(h.correlation);
         consecutive_timeouts_ = 0;
-        if (t != kKeepaliveToken) listener_.on_answer(t, r);
+        settle_before(answered.seq);
+        if (answered.token != kKeepaliveToken) listener_.on_answer(answered.token, r);
       }
       // else: the answer came after the frame's deadline; its sender already heard TIMEOUT.
       return true;

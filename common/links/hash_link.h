@@ -6,6 +6,13 @@
 // UNAVAILABLE when the connection is lost. It knows nothing of what the requests mean
 // (login_server/request_flow.h does).
 //
+// A frame that timed out is not forgotten: until a frame sent after it on the same connection is
+// answered (the hash server answers a connection's frames in order, so it was processed too) it
+// is *unsettled*, and if the connection ends first it was *lost*: it may or may not have been
+// applied. A login server holds such writes for their member again (docs/design.md §3,
+// "Hints"). A dropped connection is aborted (RST), so nothing sent on it can reach the server
+// after a newer connection's frames.
+//
 // It reconnects with exponential back-off and jitter. A connection that stays open but stops
 // answering is marked down and probed (reconnect + HELLO) when it has gone silent: at least
 // `down_after_timeouts` requests in a row timed out and nothing at all arrived for `dead_after`.
@@ -15,10 +22,12 @@
 // Thread rules: every method runs on the owning worker's thread (checked in debug builds).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +79,11 @@ class LinkListener {
   virtual void on_failure(uint64_t token, client::Status status) = 0;
   // Called after a batch of answers or failures, so the worker can flush what they caused.
   virtual void after_link_io() = 0;
+  // A frame whose TIMEOUT was reported was processed after all (a later frame was answered) /
+  // was lost with its connection, with nothing sent after it answered (it may have been applied
+  // or not). Each timed-out frame gets one of the two, or neither if the link is destroyed.
+  virtual void on_settled(uint64_t /*token*/) {}
+  virtual void on_lost(uint64_t /*token*/) {}
 
  protected:
   ~LinkListener() = default;
@@ -90,12 +104,19 @@ class HashLink {
 
   State state() const { return state_; }
   bool up() const { return state_ == State::kUp; }
-  bool full() const { return pending_.full(); }
+  bool full() const { return room() == 0; }
   // Up and not full: a frame submitted now is sent.
   bool can_send() const { return up() && !full(); }
   // How many frames submitted now are sent (0 unless can_send()).
-  uint32_t room() const { return up() ? pending_.room() : 0; }
+  // Unsettled frames count against max_in_flight too: a server that stopped answering fills it.
+  uint32_t room() const {
+    const auto unsettled = static_cast<uint32_t>(unsettled_.size());
+    const uint32_t left =
+        settings_.max_in_flight > unsettled ? settings_.max_in_flight - unsettled : 0;
+    return up() ? std::min(pending_.room(), left) : 0;
+  }
   uint32_t in_flight() const { return pending_.size(); }
+  uint32_t unsettled() const { return static_cast<uint32_t>(unsettled_.size()); }
   // True once the first connection attempt has succeeded or failed.
   bool first_attempt_done() const { return attempts_ > 0; }
   // True when nothing of the link is pending in the io_context any more: safe to destroy.
@@ -146,7 +167,16 @@ class HashLink {
   uint64_t auth_failures_ = 0;  // handshakes in which the server did not prove the cluster key
   uint64_t times_up_ = 0;
   Backoff backoff_;
-  PendingTable<uint64_t> pending_;    // correlation -> the caller's token
+  // A frame in flight: the caller's token, and its place in the connection's send order.
+  struct Sent {
+    uint64_t token = 0;
+    uint64_t seq = 0;
+  };
+  // Reports as settled every unsettled frame sent before `seq` (an answered frame's).
+  void settle_before(uint64_t seq);
+  PendingTable<Sent> pending_;        // correlation -> the frame
+  std::deque<Sent> unsettled_;        // timed out, not yet settled or lost, in send order
+  uint64_t sent_seq_ = 0;             // frames submitted so far
   std::vector<uint8_t> queued_;       // frames waiting for the next write
   std::vector<uint8_t> writing_buf_;  // frames being written
   StreamBuffer in_;

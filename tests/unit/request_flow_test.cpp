@@ -1149,8 +1149,16 @@ TEST_CASE("request_flow: a write whose link failed is held for its member again"
     CHECK(reply_of(r[0]).status == Status::kUnavailable);
     CHECK(h.flow.hints() == 0);
   }
-  SUBCASE("not after a table change: the write's link is named in the old table") {
-    h.set(routing(replicated(3, 1, 2)));
+  SUBCASE("after a table change: held for the same server, found by name") {
+    // (Through the table it was sent under, kept for its grace period.)
+    h.set(routing(replicated(3, 1, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+    CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
+    CHECK(h.flow.hints() == 1);
+  }
+  SUBCASE("not for a server the new table no longer has") {
+    Table t = replicated(3, 1, 2);
+    t.servers.erase(t.servers.begin() + 1);  // hash2 gone; ids below 1000 on hash1, hash3
+    h.set(routing(t, {replicated(2, 1, 2)}, h.now + 1000 * kMs));
     CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
     CHECK(h.flow.hints() == 0);
   }
@@ -1266,6 +1274,15 @@ TEST_CASE("request_flow: no hedge for an answered request, one copy, or with hed
     REQUIRE(b.size() == 1);
     check_send(b[0], "hash3", FrameType::kGet, 2);
   }
+  SUBCASE("a table came meanwhile: the first member of its set that is not the slow one") {
+    Hedging h(2);
+    const auto a = h.request(Op::kLookup, 10);  // hash1, then hash2
+    check_send(a[0], "hash1", FrameType::kGet, 2);
+    h.set(routing(replicated(3, 1, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+    auto& b = h.tick_at(h.now + 50 * kMs);
+    REQUIRE(b.size() == 1);
+    check_send(b[0], "hash2", FrameType::kGet, 3);
+  }
   SUBCASE("one copy") {
     Hedging h(1);
     REQUIRE(h.request(Op::kLookup, 10).size() == 1);
@@ -1282,6 +1299,75 @@ TEST_CASE("request_flow: no hedge for an answered request, one copy, or with hed
     h.links.blocked = {"hash2"};
     CHECK(h.tick_at(h.now + 60 * kMs).empty());
     CHECK(h.answer_with(a[0].token, found()).size() == 1);
+  }
+}
+
+// ---- writes that timed out: kept until their link settles them or loses them ----------------
+
+TEST_CASE("request_flow: a write that timed out is held for its member if its link then loses it") {
+  Harness h(routing(replicated(2, 1, 2)));  // id 10: hash1, then hash2
+  const auto login = h.request(Op::kLogin, 10);
+  REQUIRE(login.size() == 2);
+  SUBCASE("the client's write") {
+    auto& r = h.fail_with(login[0].token, Status::kTimeout);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kTimeout);  // the client hears it at once
+    CHECK(h.answer_with(login[1].token, answer(FrameStatus::kOk)).empty());
+    CHECK(h.flow.active() == 0);  // a stopping worker does not wait for it
+    SUBCASE("lost with its connection: held for hash1, sent once the link is back") {
+      h.flow.on_lost(login[0].token, h.now);
+      CHECK(h.flow.hints() == 1);
+      CHECK(h.counters.writes_lost_after_timeout == 1);
+      h.out.clear();
+      h.flow.tick(h.now, h.out);
+      REQUIRE(h.out.size() == 1);
+      check_send(h.out[0], "hash1", FrameType::kUpsert, 2);
+    }
+    SUBCASE("settled (a later frame on its connection was answered): forgotten") {
+      h.flow.on_settled(login[0].token);
+      h.flow.on_lost(login[0].token, h.now);  // a stale report after: nothing
+      CHECK(h.flow.hints() == 0);
+    }
+    SUBCASE("a late answer: forgotten") {
+      CHECK(h.answer_with(login[0].token, answer(FrameStatus::kOk)).empty());
+      h.flow.on_lost(login[0].token, h.now);
+      CHECK(h.flow.hints() == 0);
+    }
+  }
+  SUBCASE("a replica's copy") {
+    CHECK(h.fail_with(login[1].token, Status::kTimeout).empty());
+    CHECK(h.counters.replica_write_failures == 1);
+    h.flow.on_lost(login[1].token, h.now);
+    CHECK(h.flow.hints() == 1);
+  }
+  SUBCASE("a later write of the id held meanwhile is not undone") {
+    CHECK(h.fail_with(login[1].token, Status::kTimeout).empty());
+    h.links.blocked = {"hash2"};
+    REQUIRE(h.request(Op::kLogout, 10).size() == 1);  // hash2's delete is held
+    h.flow.on_lost(login[1].token, h.now);
+    h.links.blocked.clear();
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 1);
+    check_send(h.out[0], "hash2", FrameType::kDelete, 2);
+  }
+}
+
+TEST_CASE("request_flow: a read that timed out is not kept, and one copy keeps no write") {
+  SUBCASE("a read") {
+    Harness h(routing(replicated(2, 1, 1)));
+    const auto a = h.request(Op::kLookup, 10);
+    REQUIRE(h.fail_with(a[0].token, Status::kTimeout).size() == 1);
+    CHECK(h.flow.active() == 0);
+    h.flow.on_lost(a[0].token, h.now);
+    CHECK(h.flow.hints() == 0);
+  }
+  SUBCASE("a write with one copy: kept, but nothing to hold it for") {
+    Harness h(routing(replicated(2, 1, 1)));
+    const auto a = h.request(Op::kLogin, 10);
+    REQUIRE(h.fail_with(a[0].token, Status::kTimeout).size() == 1);
+    h.flow.on_lost(a[0].token, h.now);
+    CHECK(h.flow.hints() == 0);
   }
 }
 
