@@ -61,6 +61,7 @@ void ClusterController::load(StoredState state, Now now, bool takeover) {
   closing_.clear();
   drains_.clear();
   refills_ = Refills{};
+  deferred_refills_.clear();
   takeover_.clear();
   router_.reset();
   if (state.current) router_ = Router::compile(*state.current);
@@ -90,6 +91,7 @@ Actions ClusterController::step_down() {
   takeover_.clear();
   drains_.clear();
   refills_ = Refills{};
+  deferred_refills_.clear();
   pending_.clear();  // the leader's now: a standby shows none (nor alerts on them)
   serving_ = false;
   return std::move(out.actions);
@@ -309,6 +311,13 @@ Actions ClusterController::tick(Now now) {
   last_tick_ns_ = now.steady_ns;
   if (!serving_) return {};
   if (takeover_.on_tick(now.steady_ns)) release_held_version("the settle window ended", now, out);
+  if (!deferred_refills_.empty() && settling_ns(now) == 0) {
+    std::set<std::string> deferred;
+    deferred.swap(deferred_refills_);
+    for (const std::string& name : deferred) {
+      if (Node* n = hash_node(name); n && n->up && n->link) maybe_refill(*n, true, false, now, out);
+    }
+  }
   if (stalled) {
     out.log(LogLevel::kWarn,
             fmt::format("config server {}: its loop stalled for {} ms: missed heartbeats count "

@@ -246,6 +246,10 @@ class ClusterController {
   std::vector<PendingPurge> pending_;  // as in the store (one per hash server)
   std::map<std::string, Drain> drains_;
   Refills refills_;
+  // Hash servers that came back empty while this leader was settling, with no peer registered
+  // yet to refill them from: kept filling (reads go to other copies) until the settle window
+  // ends, when the peers that are back by then refill them (maybe_refill again).
+  std::set<std::string> deferred_refills_;
   uint64_t next_purge_id_ = 0;
   uint64_t refused_name_held_ = 0;
   // Heartbeats are counted as missed only while this config server was reading them: after a

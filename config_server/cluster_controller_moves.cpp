@@ -119,6 +119,20 @@ void ClusterController::maybe_refill(Node& n, bool fresh, bool filling, Now now,
     }
     peers.push_back(p.name);
   }
+  if (peers.empty() && settling_ns(now) > 0) {
+    // Just elected: the peers may be up but not registered here yet. Serving reads now would
+    // answer from an empty server (a nemesis run: a server killed while the config leader was
+    // isolated came back to the new leader before its peers and lost 167 acknowledged writes
+    // to reads). It fills until the settle window ends, and is refilled then.
+    if (const LinkId link = open_link(n)) out.send(link, control::FillCommand{true});
+    deferred_refills_.insert(n.name);
+    out.log(LogLevel::kInfo,
+            fmt::format("{} started empty while this leader settles, and no replica of it has "
+                        "registered yet: it serves no read until the settle window ends, then "
+                        "it is refilled from the replicas back by then",
+                        n.name));
+    return;
+  }
   if (peers.empty()) {
     end_refill(n.name, "no other replica is up to refill it", false, out);
     return;

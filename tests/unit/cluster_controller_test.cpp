@@ -319,6 +319,38 @@ TEST_CASE("cluster controller: after a takeover changes wait and the inherited v
   }
 }
 
+TEST_CASE(
+    "cluster controller: after a takeover an empty server waits for its replicas to refill it") {
+  // Issue 33: a server that came back empty registers with a new leader before its replicas do.
+  // Taken for "no other replica is up", it served reads from nothing.
+  Cluster k;
+  Table t = two_servers(2, 1000);
+  t.replicas = 2;
+  k.c.load(StoredState{t, {}, {}, {"hash1", "hash2"}}, k.now, true);
+  control::Register fresh = registration(Role::kHash, "hash1", 0);
+  fresh.fresh = true;
+  k.link["hash1"] = ++k.last_link;
+  k.runs["hash1"] = 0;
+  const Actions a = k.c.on_message(k.last_link, fresh, k.now);
+  const auto fill = sent_on<control::FillCommand>(a, k.of("hash1"));
+  REQUIRE(fill.size() == 1);
+  CHECK(fill[0].filling);  // it serves no read meanwhile
+  CHECK_FALSE(logged(a, "no other replica is up"));
+  CHECK(logged(a, "serves no read until the settle window ends"));
+  SUBCASE("its replica registers meanwhile: refilled from it when the window ends") {
+    k.join("hash2", 2);
+    k.stream("hash2", StreamState::kIdle, 2);
+    Actions end = k.pass(3 * kSecondNs + kHalfSecondNs);
+    CHECK(logged(end, "refilling it at version 2 from hash2"));
+    CHECK(sent_on<control::StreamCommand>(end, k.of("hash2")).size() == 1);
+    CHECK(sent_on<control::FillCommand>(end, k.of("hash1")).size() == 1);  // on, again
+  }
+  SUBCASE("no replica comes back: it serves what it has once the window ends") {
+    Actions end = k.pass(3 * kSecondNs + kHalfSecondNs);
+    CHECK(logged(end, "no other replica is up to refill it"));
+  }
+}
+
 TEST_CASE("cluster controller: a node behind for the DOWN window is LAGGING and not waited for") {
   Cluster k;
   k.start({"hash1", "hash2"});
