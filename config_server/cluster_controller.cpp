@@ -311,13 +311,7 @@ Actions ClusterController::tick(Now now) {
   last_tick_ns_ = now.steady_ns;
   if (!serving_) return {};
   if (takeover_.on_tick(now.steady_ns)) release_held_version("the settle window ended", now, out);
-  if (!deferred_refills_.empty() && settling_ns(now) == 0) {
-    std::set<std::string> deferred;
-    deferred.swap(deferred_refills_);
-    for (const std::string& name : deferred) {
-      if (Node* n = hash_node(name); n && n->up && n->link) maybe_refill(*n, true, false, now, out);
-    }
-  }
+  retry_deferred_refills(now, out);
   if (stalled) {
     out.log(LogLevel::kWarn,
             fmt::format("config server {}: its loop stalled for {} ms: missed heartbeats count "

@@ -139,6 +139,9 @@ class ClusterController {
   const std::vector<PendingPurge>& pending() const { return pending_; }
   const std::map<std::string, Drain>& drains() const { return drains_; }
   const Refills& refills() const { return refills_; }
+  // Servers back empty that wait for a replica of theirs to register before they are refilled,
+  // by when that began (steady ns).
+  const std::map<std::string, int64_t>& deferred_refills() const { return deferred_refills_; }
   const ControllerSettings& settings() const { return settings_; }
   int64_t down_after_ns() const {
     return settings_.heartbeat_ns * settings_.missed_heartbeats_down;
@@ -246,10 +249,16 @@ class ClusterController {
   std::vector<PendingPurge> pending_;  // as in the store (one per hash server)
   std::map<std::string, Drain> drains_;
   Refills refills_;
-  // Hash servers that came back empty while this leader was settling, with no peer registered
-  // yet to refill them from: kept filling (reads go to other copies) until the settle window
-  // ends, when the peers that are back by then refill them (maybe_refill again).
-  std::set<std::string> deferred_refills_;
+  // Hash servers that came back empty with no replica of theirs registered here to refill them
+  // from (one just elected hears from the others within seconds; a leader that was isolated,
+  // later still), by the time that was found: kept filling (their reads go to other copies)
+  // until a replica registers and refills them, or kNoReplicaPatienceNs has passed (then all
+  // other copies are taken to be gone, and they serve what they have).
+  std::map<std::string, int64_t> deferred_refills_;
+  static constexpr int64_t kNoReplicaPatienceNs = 30'000'000'000;
+  // The hash servers that can refill `n`: up, linked, in the table, their streams known.
+  std::vector<std::string> refill_peers(const Node& n) const;
+  void retry_deferred_refills(Now now, Out& out);
   uint64_t next_purge_id_ = 0;
   uint64_t refused_name_held_ = 0;
   // Heartbeats are counted as missed only while this config server was reading them: after a

@@ -111,32 +111,22 @@ void ClusterController::maybe_refill(Node& n, bool fresh, bool filling, Now now,
     end_refill(n.name, member ? "the table has no replicas" : "it is not in the table", false, out);
     return;
   }
-  std::vector<std::string> peers;
-  for (const auto& [key, p] : registry_.nodes()) {
-    if (!p.is_hash() || p.name == n.name || !p.up || !p.link || p.rejoin_purge_id ||
-        !p.streams_known() || router_->table().server_index(p.name) < 0) {
-      continue;
-    }
-    peers.push_back(p.name);
-  }
-  if (peers.empty() && settling_ns(now) > 0) {
-    // Just elected: the peers may be up but not registered here yet. Serving reads now would
-    // answer from an empty server (a nemesis run: a server killed while the config leader was
-    // isolated came back to the new leader before its peers and lost 167 acknowledged writes
-    // to reads). It fills until the settle window ends, and is refilled then.
-    if (const LinkId link = open_link(n)) out.send(link, control::FillCommand{true});
-    deferred_refills_.insert(n.name);
-    out.log(LogLevel::kInfo,
-            fmt::format("{} started empty while this leader settles, and no replica of it has "
-                        "registered yet: it serves no read until the settle window ends, then "
-                        "it is refilled from the replicas back by then",
-                        n.name));
-    return;
-  }
+  const std::vector<std::string> peers = refill_peers(n);
   if (peers.empty()) {
-    end_refill(n.name, "no other replica is up to refill it", false, out);
+    // No replica of it has registered here (yet): serving reads now would answer from an empty
+    // server (a nemesis run: a server killed while the config leader was isolated came back to
+    // the new leader before its replicas did, and 167 acknowledged writes were read as absent).
+    // It fills until one registers (retry_deferred_refills).
+    if (deferred_refills_.emplace(n.name, now.steady_ns).second) {
+      if (const LinkId link = open_link(n)) out.send(link, control::FillCommand{true});
+      out.log(LogLevel::kInfo,
+              fmt::format("{} started empty and no replica of it is registered here yet: it "
+                          "serves no read until one is, and is refilled from it (at most {} s)",
+                          n.name, kNoReplicaPatienceNs / 1'000'000'000));
+    }
     return;
   }
+  deferred_refills_.erase(n.name);
   if (const LinkId link = open_link(n)) out.send(link, control::FillCommand{true});
   for (const std::string& name : peers) {
     if (const LinkId link = open_link(*hash_node(name))) {
@@ -149,6 +139,42 @@ void ClusterController::maybe_refill(Node& n, bool fresh, bool filling, Now now,
                       "until it has caught up)",
                       n.name, fresh ? "started empty" : "was being refilled", version(),
                       fmt::join(peers, ", ")));
+}
+
+std::vector<std::string> ClusterController::refill_peers(const Node& n) const {
+  std::vector<std::string> peers;
+  for (const auto& [key, p] : registry_.nodes()) {
+    if (!p.is_hash() || p.name == n.name || !p.up || !p.link || p.rejoin_purge_id ||
+        !p.streams_known() || router_->table().server_index(p.name) < 0) {
+      continue;
+    }
+    peers.push_back(p.name);
+  }
+  return peers;
+}
+
+void ClusterController::retry_deferred_refills(Now now, Out& out) {
+  for (auto it = deferred_refills_.begin(); it != deferred_refills_.end();) {
+    const std::string name = it->first;
+    Node* n = hash_node(name);
+    const bool member = router_ && router_->table().server_index(name) >= 0;
+    if (!n || !n->up || !n->link || !member || router_->replicas() == 1) {
+      it = deferred_refills_.erase(it);  // gone, or nothing to refill it from: maybe_refill
+      if (n && n->up && n->link) maybe_refill(*n, true, false, now, out);  // says so
+      continue;
+    }
+    if (!refill_peers(*n).empty()) {
+      it = deferred_refills_.erase(it);
+      maybe_refill(*n, true, false, now, out);
+      continue;
+    }
+    if (now.steady_ns - it->second >= kNoReplicaPatienceNs) {
+      it = deferred_refills_.erase(it);
+      end_refill(name, "no other replica came back to refill it", false, out);
+      continue;
+    }
+    ++it;
+  }
 }
 
 void ClusterController::end_refill(const std::string& server, const char* why, bool refilled,

@@ -160,6 +160,18 @@ AdminResult ConfigService::status() {
       holding.emplace_back(login);
     entry["login_servers_holding"] = std::move(holding);
   }
+  for (const auto& [server, since] : controller_.deferred_refills()) {
+    // Not refilled yet: no replica of it is registered to stream to it. It serves no read.
+    refills.push_back(json::object{{"server", server},
+                                   {"version", controller_.version()},
+                                   {"waiting", json::array{}},
+                                   {"done", json::array{}},
+                                   {"seconds", (monotonic_ns() - since) / 1'000'000'000},
+                                   {"progress", 0.0},
+                                   {"records_sent", 0},
+                                   {"streams_done", false},
+                                   {"waiting_for_replica", true}});
+  }
   o["refills"] = std::move(refills);
   json::object plane = hooks_.status ? hooks_.status() : json::object{{"role", "single"}};
   plane["store"] = store_.describe();
