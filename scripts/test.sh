@@ -8,6 +8,7 @@
 #               build-asan/ (without unity batches: the tree where a missing #include still fails)
 #   --fuzz      the libFuzzer targets built with clang, in build-fuzz/, all at once, each given
 #               IMHASH_FUZZ_SECONDS (default 20) of a core
+# IMHASH_NEMESIS=1: also the nemesis run (issue 33, docs/reliability.md; not in CI yet).
 # IMHASH_TEST_JOBS: tests run at once (default: twice the cores; the cores with --sanitize; every
 # target with --fuzz).
 set -euo pipefail
