@@ -353,7 +353,7 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
             p.length = milliseconds(d.between(1000, 4000));
             p.detail = "cut from every login server (not the config servers) for " +
                        std::to_string(p.length.count()) + " ms";
-            p.apply = [&hosts, partition, host, logins] {
+            p.apply = [partition, host, logins] {
               std::string evidence;
               for (int j = 1; j <= logins; ++j) {
                 evidence += (j > 1 ? "; " : "") + partition(host, NemesisCluster::login_host(j));
