@@ -160,10 +160,18 @@ void ShardCore::remember_delete(uint64_t id, const Request& q) {
   // A sender with a newer table than ours announces a change we have not installed yet: ids may
   // be on their way to us already.
   if (router_ && q.table_version > router_->version()) {
-    tombstone_until_ = std::max(tombstone_until_, now_ + kTombstoneSlackS);
+    open_tombstone_window(now_ + kTombstoneSlackS);
   }
   if (now_ >= tombstone_until_) {
     expire_tombstones();
+    // Kept a while: a window that opens soon after remembers it too.
+    const RecentDelete d{id, now_};
+    if (recent_deletes_.size() < kMaxRecentDeletes) {
+      recent_deletes_.push_back(d);
+    } else {
+      recent_deletes_[recent_head_] = d;
+      recent_head_ = (recent_head_ + 1) % kMaxRecentDeletes;
+    }
     return;
   }
   if (tombstones_.size() >= kMaxTombstones && !tombstones_.count(id)) {
@@ -177,6 +185,22 @@ void ShardCore::forget_tombstones_not_held() {
   // A tombstone guards the owner's store. Once the id is placed elsewhere, its owner there has
   // taken every later write; if the id comes back, what comes with it is newer than this delete.
   std::erase_if(tombstones_, [this](uint64_t id) { return placed_elsewhere(id, 0); });
+}
+
+void ShardCore::open_tombstone_window(uint32_t until_s) {
+  if (now_ >= tombstone_until_ && !recent_deletes_.empty()) {
+    RecordStore::Record held;
+    for (const RecentDelete& d : recent_deletes_) {
+      // Not one whose user logged in here again since: the record here is newer than the delete.
+      if (d.at_s + kRecentDeleteS >= now_ && tombstones_.size() < kMaxTombstones &&
+          !store_.get(d.id, held)) {
+        tombstones_.insert(d.id);
+      }
+    }
+    recent_deletes_.clear();
+    recent_head_ = 0;
+  }
+  tombstone_until_ = std::max(tombstone_until_, until_s);
 }
 
 void ShardCore::expire_tombstones() {
@@ -193,7 +217,7 @@ void ShardCore::tick(uint32_t now_s) {
 
 void ShardCore::handle_import(const Request& q) {
   // Records are arriving: keep remembering deletes a while after the last batch.
-  tombstone_until_ = std::max(tombstone_until_, now_ + kTombstoneSlackS);
+  open_tombstone_window(now_ + kTombstoneSlackS);
   // Decoded a few records ahead, so each one's slot is prefetched before it is needed (a batch
   // lands all over a large table: each record is a cache miss otherwise).
   constexpr size_t kAhead = 8;
@@ -264,7 +288,8 @@ void ShardCore::set_router(std::shared_ptr<const Router> router, uint32_t grace_
   note_table_for_streams();
   // Ids may be moving: remember deletes until every login server has stopped reading the old
   // owners and streams have had time to arrive.
-  tombstone_until_ = std::max(tombstone_until_, now_s + grace_s + kTombstoneSlackS);
+  now_ = std::max(now_, now_s);
+  open_tombstone_window(now_s + grace_s + kTombstoneSlackS);
   forget_tombstones_not_held();
   if (handoff_.running()) {
     // Complete under the newest table: scan again against it.

@@ -80,6 +80,10 @@ class ShardCore {
   // Deletes are remembered for the push's grace period and this much more.
   static constexpr uint32_t kTombstoneSlackS = 60;
   static constexpr size_t kMaxTombstones = size_t{1} << 20;
+  // Deletes made outside a move's window are kept this long (at most kMaxRecentDeletes of them),
+  // so that a window opening soon after (a table change, records arriving) remembers them too.
+  static constexpr uint32_t kRecentDeleteS = 10;
+  static constexpr size_t kMaxRecentDeletes = size_t{1} << 16;
   static constexpr size_t kMaxStreamHistory = 16;
 
   // `stream_rate`: records per second this shard streams out (its share; 0: no limit).
@@ -219,6 +223,17 @@ class ShardCore {
   // Ids deleted while records may still be streaming in (all forgotten at tombstone_until_).
   std::unordered_set<uint64_t> tombstones_;
   uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
+  // Deletes made while no window was open, oldest first (a ring of kMaxRecentDeletes): a copy
+  // holder that missed one (frozen, cut off) may stream its older record here once a move
+  // starts; a nemesis run saw LOGOUTs undone so.
+  struct RecentDelete {
+    uint64_t id;
+    uint32_t at_s;
+  };
+  std::vector<RecentDelete> recent_deletes_;
+  size_t recent_head_ = 0;  // the oldest entry, once the ring is full
+  // A window opens (tombstone_until_ moves past now): the recent deletes become tombstones.
+  void open_tombstone_window(uint32_t until_s);
   std::shared_ptr<const Router> router_;
   int self_index_ = -1;
   // The table the last stream completed against (or the first this shard ran, while its store

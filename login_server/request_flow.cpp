@@ -82,6 +82,7 @@ void RequestFlow::set_routing(std::shared_ptr<const RoutingState> routing, int64
   const uint64_t have = version();
   for (const Parked& p : parked) {
     if (p.version <= have) {
+      slots_[p.index].parked = false;
       forward(p.index, now_ns, out);
     } else {
       parked_.push_back(p);
@@ -265,9 +266,15 @@ void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   while (hedges_.due(now_ns)) hedge(hedges_.pop(), now_ns, out);
   while (deadlines_.due(now_ns)) {
+    // The hedged request, whatever it has tried since (the next member, a fallback read): its
+    // client hears within park_ns of the first try. A parked one has its own deadline.
     const Timer t = deadlines_.pop();
-    if (at_send(t) && !keep_unsettled(t.index, now_ns, out))
-      fail(t.index, Status::kTimeout, now_ns, out);
+    const Request& r = slots_[t.index];
+    const bool waited_for =
+        r.stage == Request::Stage::kFirst || r.stage == Request::Stage::kNewDelete ||
+        r.stage == Request::Stage::kFallback || r.stage == Request::Stage::kOldDelete;
+    if (!r.live || r.generation != t.generation || r.parked || !waited_for) continue;
+    if (!keep_unsettled(t.index, now_ns, out)) fail(t.index, Status::kTimeout, now_ns, out);
   }
   std::erase_if(parked_, [&](const Parked& p) {
     if (p.until_ns > now_ns) return false;
@@ -731,6 +738,7 @@ void RequestFlow::on_moved(uint32_t index, uint64_t their_version, int64_t now_n
     forward(index, now_ns, out);
   } else if (parked_.size() < settings_.max_parked) {
     parked_.push_back({index, now_ns + settings_.park_ns, their_version});
+    r.parked = true;
   } else {
     fail(index, Status::kUnavailable, now_ns, out);
   }

@@ -157,6 +157,7 @@ class RequestFlow {
     Stage stage = Stage::kFirst;
     bool retried = false;        // re-sent once after MOVED, under a newer table
     bool hedged = false;         // took over from a member too slow to answer (once per request)
+    bool parked = false;         // in parked_, waiting for a newer table
     bool in_doubt = false;       // kFallback after NOT_READY: a miss there is no answer
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
     uint8_t earlier = 0;         // kFallback/kOldDelete: the next earlier table to consult
@@ -181,9 +182,11 @@ class RequestFlow {
   // read: kAbandoned; a write: kReplicaWrite, so a failure there is held for that member like any
   // copy's). A write's second copy at the next member is the same write (idempotent, as in
   // write_next_member). The new slot answers TIMEOUT when park_ns has passed since the first
-  // try, whatever its own link's deadline. So a frozen or slow member costs its reads and writes
-  // hedge_ns, not the deadline, while another member of the set answers. Both queues are in time
-  // order (one delay for all): tick() looks at their fronts only.
+  // try, whatever its own link's deadline and whatever it tried since (the next member after
+  // NOT_READY, a fallback read); not while parked after MOVED, which has its own. So a frozen or
+  // slow member costs its reads and writes hedge_ns, not the deadline, while another member of the
+  // set answers. Both queues are in time order (one delay for all): tick() looks at their fronts
+  // only.
   struct Timer {
     uint32_t index;
     uint32_t generation;

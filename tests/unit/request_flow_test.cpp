@@ -1283,6 +1283,21 @@ TEST_CASE("request_flow: no hedge for an answered request, one copy, or with hed
     REQUIRE(b.size() == 1);
     check_send(b[0], "hash2", FrameType::kGet, 3);
   }
+  SUBCASE("the next member cannot serve it either: still TIMEOUT at the first try's deadline") {
+    Hedging h(3);
+    const auto a = h.request(Op::kLookup, 10);
+    auto& b = h.tick_at(h.now + 50 * kMs);
+    REQUIRE(b.size() == 1);
+    const uint64_t hedge = b[0].token;
+    h.now += 60 * kMs;
+    auto& c = h.answer_with(hedge, answer(FrameStatus::kNotReady));  // on to hash3
+    REQUIRE(c.size() == 1);
+    check_send(c[0], "hash3", FrameType::kGet, 2);
+    auto& r = h.tick_at(h.now + 40 * kMs);  // 100 ms after the first try
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kTimeout);
+    CHECK(h.fail_with(hedge, Status::kTimeout).empty());
+  }
   SUBCASE("one copy") {
     Hedging h(1);
     REQUIRE(h.request(Op::kLookup, 10).size() == 1);

@@ -179,6 +179,34 @@ TEST_CASE("shard core: deletes are remembered for the grace period and the slack
   CHECK(core.tombstones() == 0);
 }
 
+TEST_CASE("shard core: a delete shortly before a move is remembered once the move begins") {
+  // Issue 33: a copy holder that missed a LOGOUT (frozen, cut off) streamed its older record to
+  // the owner once a move began; the owner, which had the delete before any window was open,
+  // stored it: the LOGOUT was undone.
+  ShardCore core(0, 1, "hash2", 0);
+  core.set_router(split_at(1000, 2), /*grace_s=*/5, kNow);
+  const uint32_t quiet = kNow + 5 + ShardCore::kTombstoneSlackS + 100;  // no window open
+  core.tick(quiet);
+  ask(core, upsert(1800, 2, kPhone), quiet);
+  ask(core, erase(1500, 2), quiet);                                  // 3 s before the move
+  ask(core, erase(1600, 2), quiet - ShardCore::kRecentDeleteS - 3);  // long before it
+  ask(core, erase(1800, 2), quiet);
+  ask(core, upsert(1800, 2, kDesk), quiet + 1);  // and logged in again since
+  CHECK(core.tombstones() == 0);
+  core.set_router(split_at(900, 3), 5, quiet + 3);  // a move: 1500, 1600 and 1800 stay here
+  CHECK(core.tombstones() == 1);
+  std::vector<uint8_t> bytes;
+  ask(core,
+      import({{.id = 1500, .age_seconds = 20, .endpoint = kPhone},
+              {.id = 1600, .age_seconds = 200, .endpoint = kPhone},
+              {.id = 1800, .age_seconds = 20, .endpoint = kPhone}},
+             3, bytes),
+      quiet + 4);
+  CHECK(core.counters().import_skipped_deleted == 1);
+  CHECK(ask(core, get(1500, 3), quiet + 4).status == FrameStatus::kNotFound);
+  CHECK(ask(core, get(1800, 3), quiet + 4).endpoint == kDesk);
+}
+
 TEST_CASE("shard core: an import never overwrites a newer write") {
   ShardCore core(0, 1, "hash2", 0);
   core.set_router(split_at(1000, 2), 0, kNow);
