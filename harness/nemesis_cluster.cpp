@@ -22,7 +22,7 @@ NemesisCluster::NemesisCluster(NemesisClusterOptions options) : options_(std::mo
                          .shards = options_.shards,
                          .login_threads = 2,
                          .heartbeat_ms = options_.heartbeat_ms,
-                         .grace_ms = 2000,
+                         .grace_ms = 10000,
                          .initial_mode = "range",
                          .admin_token_file = secrets_.token_file,
                          .cluster_key_file = secrets_.key_file,
