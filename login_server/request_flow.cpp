@@ -152,6 +152,10 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
       if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound) {
         ++counters_.replica_write_failures;
       }
+      if (response.status == FrameStatus::kMoved &&
+          delete_left_copy(index, response.table_version, out)) {
+        return;
+      }
       release(index);
       return;
     case Request::Stage::kOldDelete:
@@ -675,6 +679,27 @@ bool RequestFlow::delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& o
   r.stage = Request::Stage::kOldDelete;
   r.flags = frame::kFlagAnyOwner;
   send(index, target, version, out);
+  return true;
+}
+
+bool RequestFlow::delete_left_copy(uint32_t index, uint64_t their_version, FlowActions& out) {
+  // A LOGOUT's copy refused with MOVED by a server whose table (ours too by now) no longer places
+  // the id on it: it keeps its copy until a purge, and a fallback read in the grace period would
+  // find the user there (issue 33: a member frozen while the replica count went from 3 to 2).
+  // Deleted as an old copy (kFlagAnyOwner), as a LOGOUT during a grace period does; nobody waits.
+  // Not a LOGIN's or HEARTBEAT's: the old copy may be the only one of the user's previous write
+  // until the stream has moved it, and this write may not have landed anywhere.
+  Request& r = slots_[index];
+  if (r.type != FrameType::kDelete || r.flags != 0 || !router_ || version() < their_version) {
+    return false;
+  }
+  const LinkTarget target = sent_to_now(r);
+  if (!target.server || router_->holds(r.ask.user_id, target.current) || !links_.can_send(target)) {
+    return false;
+  }
+  r.stage = Request::Stage::kRepair;
+  r.flags = frame::kFlagAnyOwner;
+  send(index, target, version(), out);
   return true;
 }
 

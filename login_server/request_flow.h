@@ -267,6 +267,8 @@ class RequestFlow {
                      const ServerInfo* answered = nullptr) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
   bool try_fallback_read(uint32_t index, int64_t now_ns, FlowActions& out);
+  // A LOGOUT's copy answered MOVED by a server no longer placed on the id: its old copy deleted.
+  bool delete_left_copy(uint32_t index, uint64_t their_version, FlowActions& out);
   void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, int64_t now_ns,
                       FlowActions& out);
   // Whether two targets are one link (a server by name and address, and a shard).

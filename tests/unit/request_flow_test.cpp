@@ -1386,4 +1386,35 @@ TEST_CASE("request_flow: a read that timed out is not kept, and one copy keeps n
   }
 }
 
+TEST_CASE(
+    "request_flow: a LOGOUT's copy refused by a server that left the id's set deletes its copy") {
+  // Issue 33: hash3, frozen while the copies went from 3 to 2, woke with the newer table and
+  // refused the LOGOUT's copy (MOVED): its copy of the user stayed, and a fallback read found it.
+  Harness h(routing(replicated(2, 1, 3)));  // id 10: hash1, hash2, hash3
+  const auto logout = h.request(Op::kLogout, 10);
+  REQUIRE(logout.size() == 3);
+  check_send(logout[2], "hash3", FrameType::kDelete, 2);
+  const auto login = h.request(Op::kLogin, 11);
+  REQUIRE(login.size() == 3);
+  h.set(routing(replicated(3, 1, 2), {replicated(2, 1, 3)}, h.now + 1000 * kMs));  // hash1, hash2
+  SUBCASE("the LOGOUT's copy: an old-copy delete goes to hash3") {
+    auto& d = h.answer_with(logout[2].token, answer(FrameStatus::kMoved, 3));
+    REQUIRE(d.size() == 1);
+    check_send(d[0], "hash3", FrameType::kDelete, 3, frame::kFlagAnyOwner);
+    CHECK(d[0].frame.id == 10);
+    CHECK(h.answer_with(d[0].token, answer(FrameStatus::kOk, 3)).empty());
+  }
+  SUBCASE("a LOGIN's copy: nothing (its old record may be the user's only one)") {
+    CHECK(h.answer_with(login[2].token, answer(FrameStatus::kMoved, 3)).empty());
+  }
+  SUBCASE("a server still in the set: nothing (the retry under the new table writes it)") {
+    CHECK(h.answer_with(logout[1].token, answer(FrameStatus::kMoved, 3)).empty());
+  }
+  SUBCASE("a table we do not have yet: nothing but asking for it") {
+    auto& d = h.answer_with(logout[2].token, answer(FrameStatus::kMoved, 4));
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].kind == FlowAction::kNeedTable);
+  }
+}
+
 }  // namespace imhash
