@@ -271,6 +271,9 @@ class RequestFlow {
   bool delete_left_copy(uint32_t index, uint64_t their_version, FlowActions& out);
   void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, int64_t now_ns,
                       FlowActions& out);
+  // One server under two tables: the same name at the same address (the worker's links are per
+  // name, address and shards).
+  static bool same_server(const ServerInfo& a, const ServerInfo& b);
   // Whether two targets are one link (a server by name and address, and a shard).
   static bool same_link(const LinkTarget& a, const LinkTarget& b);
   // The index in hint_queues_ of the member's queue of held writes (size(): none).

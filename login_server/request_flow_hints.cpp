@@ -1,0 +1,183 @@
+// RequestFlow's writes kept for a member that cannot take them now (request_flow.h, "Hinted
+// hand-off"): the hint queues, holding a write (again), replaying them once the member's link
+// takes frames, and writes that timed out, kept until their link settles or loses them. The
+// rest of the flow is in request_flow.cpp.
+#include "login_server/request_flow.h"
+
+namespace imhash {
+
+using client::Status;
+using frame::FrameType;
+
+void RequestFlow::on_settled(uint64_t token) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const Request* r = find(token);
+  if (!r || r->stage != Request::Stage::kUnsettled) return;
+  --unsettled_;
+  release(static_cast<uint32_t>(token));
+}
+
+void RequestFlow::on_lost(uint64_t token, int64_t now_ns) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const Request* r = find(token);
+  if (!r || r->stage != Request::Stage::kUnsettled) return;
+  const auto index = static_cast<uint32_t>(token);
+  // It may have been applied or not, and nothing sent after it on that connection was answered:
+  // held for the member like a write whose link broke under it (the later write of the id by
+  // sequence wins, so holding it cannot undo a newer one).
+  ++counters_.writes_lost_after_timeout;
+  hold_again(index, now_ns);
+  --unsettled_;
+  release(index);
+}
+
+bool RequestFlow::keep_unsettled(uint32_t index, int64_t now_ns, FlowActions& out) {
+  Request& r = slots_[index];
+  const bool client_write =
+      r.stage == Request::Stage::kFirst || r.stage == Request::Stage::kNewDelete;
+  if (r.type == FrameType::kGet || r.flags != 0 ||
+      (!client_write && r.stage != Request::Stage::kReplicaWrite)) {
+    return false;
+  }
+  if (client_write) {
+    counters_.record_latency(now_ns - r.received_ns);
+    FlowAction& a = reply_action(r.client, Status::kTimeout, out);
+    a.reply_size = static_cast<uint8_t>(reply_with_status(r.ask, Status::kTimeout, a.reply));
+  } else {
+    ++counters_.replica_write_failures;
+  }
+  slots_[index].stage = Request::Stage::kUnsettled;
+  ++unsettled_;
+  return true;
+}
+
+size_t RequestFlow::hints() const {
+  size_t n = 0;
+  for (const HintQueue& q : hint_queues_) n += q.hints.size();
+  return n;
+}
+
+void RequestFlow::add_held_writes(std::map<std::string, uint64_t>& out) const {
+  for (const HintQueue& q : hint_queues_) out[q.server] += q.hints.size();
+}
+
+size_t RequestFlow::hint_queue_of(const LinkTarget& target) const {
+  for (size_t i = 0; i < hint_queues_.size(); ++i) {
+    const HintQueue& q = hint_queues_[i];
+    if (q.shard == target.shard && q.server == target.server->name &&
+        q.address == target.server->address) {  // a queue keeps the names, not a ServerInfo
+      return i;
+    }
+  }
+  return hint_queues_.size();
+}
+
+bool RequestFlow::held_for(const LinkTarget& target) const {
+  return hint_queue_of(target) < hint_queues_.size();
+}
+
+RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
+  const size_t i = hint_queue_of(target);
+  return i < hint_queues_.size() ? &hint_queues_[i] : nullptr;
+}
+
+void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns) {
+  HintQueue* q = hints_for(target);
+  if (!q) {
+    q = &hint_queues_.emplace_back();
+    q->server = target.server->name;
+    q->address = target.server->address;
+    q->shard = target.shard;
+  }
+  const auto it = q->hints.find(write.ask.user_id);
+  // Writes fail in the order they were sent, so a later write of the id may be held already (the
+  // link was full, then broke with an earlier one on it), or come after (two writes of the id on
+  // a link that breaks): the later one by sequence is the record, whichever arrives last here.
+  if (it != q->hints.end() && it->second.write_seq > write.write_seq) return;
+  if (it == q->hints.end() && q->hints.size() >= kMaxHints) {
+    ++counters_.hints_dropped;
+    return;
+  }
+  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds,
+               now_ns,     write.write_seq};
+  if (it == q->hints.end()) {
+    q->hints.emplace(write.ask.user_id, h);
+  } else {
+    it->second = h;  // the later write is the record
+  }
+  ++counters_.hints_queued;
+}
+
+void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
+  // Writes only, with replicas only (one copy has no other to fall behind: the client, told
+  // UNAVAILABLE, tries again), and only plain ones: old-copy deletes and repairs are best effort.
+  // After a table change it is held for the same server if the table still has it (the change
+  // streams records only to members new to an id: one that merely missed a write would keep the
+  // older record); for a server that has left, not at all.
+  const Request& r = slots_[index];
+  if (r.type == FrameType::kGet || r.flags != 0 || !router_ || router_->replicas() == 1) return;
+  const LinkTarget target = sent_to_now(r);
+  if (target.server) hold(target, r, now_ns);
+}
+
+LinkTarget RequestFlow::sent_to_now(const Request& r) const {
+  if (r.link_server == LinkTarget::kNotCurrent) return {};
+  const Router* then = r.link_version == router_->version() ? router_ : nullptr;
+  for (size_t i = 0; !then && i < routing_->earlier.size(); ++i) {
+    if (routing_->earlier[i].router->version() == r.link_version) {
+      then = routing_->earlier[i].router.get();
+    }
+  }
+  if (!then || r.link_server >= then->table().servers.size()) return {};
+  const ServerInfo& sent = then->table().servers[r.link_server];
+  const int i = router_->table().server_index(sent.name);
+  if (i < 0) return {};
+  const ServerInfo& now = router_->table().servers[static_cast<size_t>(i)];
+  if (!same_server(now, sent) || now.shards != sent.shards) return {};
+  return LinkTarget{&now, static_cast<uint32_t>(i), r.link_shard};
+}
+
+bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
+                               uint32_t reserve) {
+  if (hint_queues_.empty()) return true;
+  HintQueue* q = hints_for(target);
+  if (!q) return true;
+  // The link's room as of now, less the frames for it this call has returned already (they are
+  // submitted after it: a write whose first member is not ready asks again for its copy). Frames
+  // beyond the room would fail, and be held again, for nothing.
+  const uint32_t room = links_.room(target);
+  uint32_t taken = reserve;
+  for (const FlowAction& a : out) {
+    taken += a.kind == FlowAction::kSend && same_link(a.target, target);
+  }
+  for (uint32_t budget = room > taken ? room - taken : 0; !q->hints.empty() && budget > 0;
+       --budget) {
+    const auto first = q->hints.begin();
+    const Hint h = first->second;
+    q->hints.erase(first);
+    const uint32_t copy = allocate();
+    Request& c = slots_[copy];
+    c.ask.user_id = h.id;
+    c.ask.endpoint = h.endpoint;
+    c.type = h.type;
+    c.write_seq = h.write_seq;
+    c.stage = Request::Stage::kReplicaWrite;
+    // The record's age as it would be had the write arrived on time.
+    c.age_seconds = h.age_seconds + static_cast<uint32_t>((now_ns - h.held_ns) / 1'000'000'000);
+    ++counters_.hints_replayed;
+    send(copy, target, router_->version(), out);
+  }
+  if (!q->hints.empty()) return false;
+  hint_queues_.erase(hint_queues_.begin() + (q - hint_queues_.data()));
+  return true;
+}
+
+bool RequestFlow::ready(const LinkTarget& target, int64_t now_ns, FlowActions& out) {
+  return links_.can_send(target) && replay_hints(target, now_ns, out, /*reserve=*/1);
+}
+
+bool RequestFlow::same_link(const LinkTarget& a, const LinkTarget& b) {
+  return a.shard == b.shard && same_server(*a.server, *b.server);
+}
+
+}  // namespace imhash
