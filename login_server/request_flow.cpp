@@ -133,18 +133,18 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
       release(index);
       return;
     case Request::Stage::kUnsettled:  // answered after all (the flow's own deadline came first)
-      --unsettled_;
-      release(index);
+      settle_answered(index, response, now_ns, out);
       return;
     case Request::Stage::kReplicaWrite:
-      // No retry: the write's answering copy retries on MOVED, and that sends the copies again.
-      if (response.status == FrameStatus::kMoved) need_table(response.table_version, out);
       if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound) {
         ++counters_.replica_write_failures;
       }
-      if (response.status == FrameStatus::kMoved &&
-          delete_left_copy(index, response.table_version, out)) {
-        return;
+      if (response.status == FrameStatus::kMoved) {
+        need_table(response.table_version, out);
+        if (delete_left_copy(index, response.table_version, out)) return;
+        // The answering copy retries on MOVED and sends the copies again; but it may have been
+        // taken under the older table, and then this member would never get the write.
+        hold_until_table(index, response.table_version, now_ns);
       }
       release(index);
       return;

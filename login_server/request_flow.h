@@ -121,6 +121,10 @@ class RequestFlow {
   // (HashLink: "unsettled"). A lost one is held for its member, as a write whose link broke.
   void on_settled(uint64_t token);
   void on_lost(uint64_t token, int64_t now_ns);
+  // Such a write's own answer, late: settled, unless it was refused MOVED (not applied: held for
+  // its member under the table the answer names, or its old copy deleted, as a copy's would be).
+  void on_late_answer(uint64_t token, const frame::Response& response, int64_t now_ns,
+                      FlowActions& out);
   // Answers TIMEOUT to parked requests whose wait is over, and sends the writes held for
   // replicas whose links are back.
   void tick(int64_t now_ns, FlowActions& out);
@@ -235,6 +239,10 @@ class RequestFlow {
   // counted. A write that failed UNAVAILABLE (its link broke, or it was never submitted because
   // the link was full) is held again too, unless a later write of the id is held already; one
   // that timed out is not (it may still be applied, and a replay could undo a later write).
+  // A copy refused MOVED by a member whose table is newer than the one it was sent under is held
+  // too, until this flow runs that table: a member of the id's set under both tables streams
+  // nothing to the other, so the copy would be lost when the answering member took the write
+  // under the older table (a failover or a replica change while a login server lags).
   struct Hint {
     frame::FrameType type = frame::FrameType::kUpsert;
     uint64_t id = 0;
@@ -247,6 +255,7 @@ class RequestFlow {
     std::string server, address;  // the member's identity (its table index may change)
     uint32_t shard = 0;
     std::unordered_map<uint64_t, Hint> hints;  // by id: its latest write
+    uint64_t after_version = 0;  // replayed under a table at least this new (a MOVED named it)
   };
   static constexpr size_t kMaxHints = 262144;
 
@@ -286,6 +295,9 @@ class RequestFlow {
   // The write in slot `index` failed UNAVAILABLE on its link, or was lost with it after it timed
   // out: held for that member again.
   void hold_again(uint32_t index, int64_t now_ns);
+  // The copy in slot `index` was refused MOVED by a member running table `their_version`: held
+  // for it until this flow runs that table, if that is newer than the one the copy went under.
+  void hold_until_table(uint32_t index, uint64_t their_version, int64_t now_ns);
   // The link `r` was last sent on, as the current table has it (same server name, address and
   // shards; found through the table it was sent under, current or earlier), or none.
   LinkTarget sent_to_now(const Request& r) const;
@@ -314,6 +326,10 @@ class RequestFlow {
   // A write's frame timed out: its client (if any) hears TIMEOUT, and the slot stays, kUnsettled,
   // until its link tells on_settled or on_lost. False for anything else (not kept).
   bool keep_unsettled(uint32_t index, int64_t now_ns, FlowActions& out);
+  // The kUnsettled write in slot `index` got its answer after all (on_late_answer, or on_answer
+  // after the flow's own deadline).
+  void settle_answered(uint32_t index, const frame::Response& response, int64_t now_ns,
+                       FlowActions& out);
   FlowAction& reply_action(const ClientAddr& to, client::Status status, FlowActions& out);
   LinkTarget member_target(const Route& route) const;
 

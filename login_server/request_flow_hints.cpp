@@ -2,6 +2,8 @@
 // hand-off"): the hint queues, holding a write (again), replaying them once the member's link
 // takes frames, and writes that timed out, kept until their link settles or loses them. The
 // rest of the flow is in request_flow.cpp.
+#include <algorithm>
+
 #include "login_server/request_flow.h"
 
 namespace imhash {
@@ -28,6 +30,28 @@ void RequestFlow::on_lost(uint64_t token, int64_t now_ns) {
   ++counters_.writes_lost_after_timeout;
   hold_again(index, now_ns);
   --unsettled_;
+  release(index);
+}
+
+void RequestFlow::on_late_answer(uint64_t token, const frame::Response& response, int64_t now_ns,
+                                 FlowActions& out) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const Request* r = find(token);
+  if (!r || r->stage != Request::Stage::kUnsettled) return;
+  settle_answered(static_cast<uint32_t>(token), response, now_ns, out);
+}
+
+void RequestFlow::settle_answered(uint32_t index, const frame::Response& response, int64_t now_ns,
+                                  FlowActions& out) {
+  --unsettled_;
+  if (response.status == frame::FrameStatus::kMoved) {
+    // Refused, so not applied there: as a replica's copy refused MOVED (a stalled login server
+    // whose frames to a member timed out across a table change lost them this way).
+    need_table(response.table_version, out);
+    slots_[index].stage = Request::Stage::kReplicaWrite;
+    if (delete_left_copy(index, response.table_version, out)) return;
+    hold_until_table(index, response.table_version, now_ns);
+  }
   release(index);
 }
 
@@ -120,6 +144,24 @@ void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
   if (target.server) hold(target, r, now_ns);
 }
 
+void RequestFlow::hold_until_table(uint32_t index, uint64_t their_version, int64_t now_ns) {
+  // Refused under a table no newer than the one it went under: the member does not hold the id
+  // (a move streams the record to whoever does). Else it may hold it under the newer table too.
+  // Nor when the table it names is ours already and leaves the member out of the id's set: the
+  // members under it have the write (the answering copy retries on MOVED) or get it streamed.
+  const Request& r = slots_[index];
+  if (!router_ || r.link_version >= their_version) return;
+  const LinkTarget target = sent_to_now(r);
+  if (!target.server ||
+      (version() >= their_version && !router_->holds(r.ask.user_id, target.current))) {
+    return;
+  }
+  hold_again(index, now_ns);
+  if (HintQueue* q = hints_for(target)) {
+    q->after_version = std::max(q->after_version, their_version);
+  }
+}
+
 LinkTarget RequestFlow::sent_to_now(const Request& r) const {
   if (r.link_server == LinkTarget::kNotCurrent) return {};
   const Router* then = r.link_version == router_->version() ? router_ : nullptr;
@@ -142,6 +184,7 @@ bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowAct
   if (hint_queues_.empty()) return true;
   HintQueue* q = hints_for(target);
   if (!q) return true;
+  if (router_->version() < q->after_version) return false;  // its table has not come yet
   // The link's room as of now, less the frames for it this call has returned already (they are
   // submitted after it: a write whose first member is not ready asks again for its copy). Frames
   // beyond the room would fail, and be held again, for nothing.

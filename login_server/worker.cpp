@@ -325,6 +325,12 @@ void Worker::on_lost(uint64_t token) {
   flow_.on_lost(token, monotonic_ns());  // held for its member: sent when the link is back
 }
 
+void Worker::on_late_answer(uint64_t token, const frame::Response& response) {
+  IMHASH_ON_OWNER_THREAD(on_thread());
+  flow_.on_late_answer(token, response, monotonic_ns(), actions_);
+  execute();
+}
+
 void Worker::after_link_io() {
   IMHASH_ON_OWNER_THREAD(on_thread());
   flush_links();

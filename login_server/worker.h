@@ -66,6 +66,7 @@ class Worker final : public LinkListener, public LinkView {
   void on_failure(uint64_t token, client::Status status) override;
   void on_settled(uint64_t token) override;
   void on_lost(uint64_t token) override;
+  void on_late_answer(uint64_t token, const frame::Response& response) override;
   void after_link_io() override;
   uint32_t room(const LinkTarget& target) const override;
 

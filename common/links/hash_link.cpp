@@ -72,7 +72,8 @@ bool HashLink::submit(const Request& request, uint64_t token, int64_t now_ns) {
   Request q = request;
   const int64_t deadline =
       now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.timeout).count();
-  q.correlation = pending_.insert(Sent{token, ++sent_seq_}, deadline);
+  q.correlation = pending_.insert(Sent{token, ++sent_seq_, 0}, deadline);
+  pending_.find(q.correlation)->correlation = q.correlation;
   last_sent_ns_ = now_ns;
   const bool was_empty = queued_.empty();
   append_request(q, queued_);
@@ -141,6 +142,18 @@ void HashLink::settle_before(uint64_t seq) {
     const uint64_t token = unsettled_.front().token;
     unsettled_.pop_front();
     listener_.on_settled(token);
+  }
+}
+
+void HashLink::answer_unsettled(uint32_t correlation, const frame::Response& response) {
+  // Answers come in send order: the unsettled frames before it were answered (late) before it.
+  for (size_t i = 0; i < unsettled_.size(); ++i) {
+    if (unsettled_[i].correlation != correlation) continue;
+    const Sent late = unsettled_[i];
+    settle_before(late.seq);
+    unsettled_.pop_front();  // `late`, at the front now
+    listener_.on_late_answer(late.token, response);
+    return;
   }
 }
 
@@ -416,8 +429,11 @@ asio::awaitable<void> HashLink::read_loop() {
         consecutive_timeouts_ = 0;
         settle_before(answered.seq);
         if (answered.token != kKeepaliveToken) listener_.on_answer(answered.token, r);
+      } else {
+        // After the frame's deadline: its sender heard TIMEOUT, and it is unsettled (or a
+        // keepalive, which nobody waits for).
+        answer_unsettled(h.correlation, r);
       }
-      // else: the answer came after the frame's deadline; its sender already heard TIMEOUT.
       return true;
     });
     if (malformed || st != DecodeStatus::kNeedMore) {

@@ -8,10 +8,11 @@
 //
 // A frame that timed out is not forgotten: until a frame sent after it on the same connection is
 // answered (the hash server answers a connection's frames in order, so it was processed too) it
-// is *unsettled*, and if the connection ends first it was *lost*: it may or may not have been
-// applied. A login server holds such writes for their member again (docs/design.md §3,
-// "Hints"). A dropped connection is aborted (RST), so nothing sent on it can reach the server
-// after a newer connection's frames.
+// is *unsettled* (its own late answer settles it too, and is reported: a MOVED one was not
+// applied), and if the connection ends first it was *lost*: it may or may not have been applied. A
+// login server holds such writes for their member again (docs/design.md §3, "Hints"). A dropped
+// connection is aborted (RST), so nothing sent on it can reach the server after a newer
+// connection's frames.
 //
 // It reconnects with exponential back-off and jitter. A connection that stays open but stops
 // answering is marked down and probed (reconnect + HELLO) when it has gone silent: at least
@@ -84,6 +85,11 @@ class LinkListener {
   // or not). Each timed-out frame gets one of the two, or neither if the link is destroyed.
   virtual void on_settled(uint64_t /*token*/) {}
   virtual void on_lost(uint64_t /*token*/) {}
+  // A frame whose TIMEOUT was reported was answered after all, on the same connection: settled,
+  // with the answer (a MOVED one says it was not applied).
+  virtual void on_late_answer(uint64_t token, const frame::Response& /*response*/) {
+    on_settled(token);
+  }
 
  protected:
   ~LinkListener() = default;
@@ -171,7 +177,10 @@ class HashLink {
   struct Sent {
     uint64_t token = 0;
     uint64_t seq = 0;
+    uint32_t correlation = 0;  // its frame's (an unsettled one's late answer is matched by it)
   };
+  // An answer no frame in flight waits for: an unsettled frame's, reported as a late answer.
+  void answer_unsettled(uint32_t correlation, const frame::Response& response);
   // Reports as settled every unsettled frame sent before `seq` (an answered frame's).
   void settle_before(uint64_t seq);
   PendingTable<Sent> pending_;        // correlation -> the frame

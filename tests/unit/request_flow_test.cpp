@@ -107,6 +107,15 @@ struct Harness {
     out.clear();
     flow.set_routing(std::move(r), now, out);
   }
+  // A table push, then a tick: what both sent.
+  std::vector<FlowAction> set_and_tick(std::shared_ptr<const RoutingState> r) {
+    set(std::move(r));
+    std::vector<FlowAction> sent = out;
+    out.clear();
+    flow.tick(now, out);
+    sent.insert(sent.end(), out.begin(), out.end());
+    return sent;
+  }
   std::vector<FlowAction>& request(Op op, uint64_t user) {
     out.clear();
     flow.on_datagram(datagram(op, user), client_addr(), now, 1'700'000'000, out);
@@ -571,13 +580,18 @@ TEST_CASE("request_flow: a replica's copy that fails, is refused or meets MOVED 
     SUBCASE("an answer that is neither OK nor NOT_FOUND") {
       CHECK(h.answer_with(copy, answer(FrameStatus::kWrongShard)).empty());
     }
-    SUBCASE("MOVED: the newer table is fetched, the copy is not retried") {
+    SUBCASE("MOVED: the newer table is fetched, the copy held for its member until it comes") {
       auto& m = h.answer_with(copy, answer(FrameStatus::kMoved, 3));
       REQUIRE(m.size() == 1);
       CHECK(m[0].kind == FlowAction::kNeedTable);
       CHECK(m[0].version == 3u);
       CHECK(h.flow.parked() == 0);
       CHECK(h.counters.moved_retries == 0);
+      CHECK(h.flow.hints() == 1);
+    }
+    SUBCASE("MOVED under the table it went under: that member does not hold the id, dropped") {
+      CHECK(h.answer_with(copy, answer(FrameStatus::kMoved, 2)).empty());
+      CHECK(h.flow.hints() == 0);
     }
     CHECK(h.counters.replica_write_failures == 1);
     CHECK(h.flow.active() == rf - 1);
@@ -589,6 +603,38 @@ TEST_CASE("request_flow: a replica's copy that fails, is refused or meets MOVED 
     CHECK(h.fail_with(copy, Status::kTimeout).empty());
     CHECK(h.counters.replica_write_failures == 1);
   });
+}
+
+TEST_CASE("request_flow: a copy refused MOVED by a newer table reaches its member under it") {
+  // The owner took the write under table 2 and answered; its replica already ran table 3, which
+  // keeps both on id 10's set, so no stream brings the record to it: the copy must.
+  Harness h(routing(replicated(2, 1, 2)));
+  const auto a = h.request(Op::kLogin, 10);
+  REQUIRE(a.size() == 2);
+  REQUIRE(reply_of(h.answer_with(a[0].token, answer(FrameStatus::kOk))[0]).status == Status::kOk);
+  REQUIRE(h.answer_with(a[1].token, answer(FrameStatus::kMoved, 3)).size() == 1);
+  // Until table 3 comes: nothing goes to hash2, and a later write of the id queues behind.
+  h.out.clear();
+  h.flow.tick(h.now, h.out);
+  CHECK(h.out.empty());
+  const auto beat = h.request(Op::kHeartbeat, 10);
+  REQUIRE(beat.size() == 1);
+  check_send(beat[0], "hash1", FrameType::kUpsert, 2);
+  CHECK(h.flow.hints() == 1);  // the heartbeat's copy replaced the login's
+  const std::vector<FlowAction> sent =
+      h.set_and_tick(routing(replicated(3, 1, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+  REQUIRE(sent.size() == 1);
+  check_send(sent[0], "hash2", FrameType::kUpsert, 3);
+  CHECK(sent[0].frame.id == 10);
+  CHECK(h.flow.hints() == 0);
+  SUBCASE("answered: done") {
+    CHECK(h.answer_with(sent[0].token, answer(FrameStatus::kOk, 3)).empty());
+  }
+  SUBCASE("MOVED under that table (hash2 has left the id's set meanwhile): not held again") {
+    CHECK(h.answer_with(sent[0].token, answer(FrameStatus::kMoved, 3)).empty());
+  }
+  CHECK(h.flow.hints() == 0);
+  CHECK(h.flow.active() == 1);  // the heartbeat
 }
 
 TEST_CASE("request_flow: with replicas the answering copy's failure is the client's") {
@@ -1348,6 +1394,30 @@ TEST_CASE("request_flow: a write that timed out is held for its member if its li
       h.flow.on_lost(login[0].token, h.now);
       CHECK(h.flow.hints() == 0);
     }
+    SUBCASE("its own late answer, OK, from its link: forgotten") {
+      h.out.clear();
+      h.flow.on_late_answer(login[0].token, answer(FrameStatus::kOk), h.now, h.out);
+      CHECK(h.out.empty());
+      h.flow.on_lost(login[0].token, h.now);
+      CHECK(h.flow.hints() == 0);
+    }
+    SUBCASE("its own late answer, MOVED by a newer table: not applied, held for hash1 under it") {
+      // A login server stalled across a table change: its frames timed out, and hash1, which
+      // keeps id 10 under table 3 too, refused them (nothing streams the record to a member that
+      // had it before). The client heard TIMEOUT; hash2 has the write; hash1 must get it.
+      h.out.clear();
+      h.flow.on_late_answer(login[0].token, answer(FrameStatus::kMoved, 3), h.now, h.out);
+      REQUIRE(h.out.size() == 1);
+      CHECK(h.out[0].kind == FlowAction::kNeedTable);
+      CHECK(h.flow.hints() == 1);
+      h.out.clear();
+      h.flow.tick(h.now, h.out);
+      CHECK(h.out.empty());  // not before table 3
+      const std::vector<FlowAction> sent =
+          h.set_and_tick(routing(replicated(3, 1, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+      REQUIRE(sent.size() == 1);
+      check_send(sent[0], "hash1", FrameType::kUpsert, 3);
+    }
   }
   SUBCASE("a replica's copy") {
     CHECK(h.fail_with(login[1].token, Status::kTimeout).empty());
@@ -1406,9 +1476,11 @@ TEST_CASE(
   }
   SUBCASE("a LOGIN's copy: nothing (its old record may be the user's only one)") {
     CHECK(h.answer_with(login[2].token, answer(FrameStatus::kMoved, 3)).empty());
+    CHECK(h.flow.hints() == 0);
   }
-  SUBCASE("a server still in the set: nothing (the retry under the new table writes it)") {
+  SUBCASE("a server still in the set: held for it under the new table") {
     CHECK(h.answer_with(logout[1].token, answer(FrameStatus::kMoved, 3)).empty());
+    CHECK(h.flow.hints() == 1);
   }
   SUBCASE("a table we do not have yet: nothing but asking for it") {
     auto& d = h.answer_with(logout[2].token, answer(FrameStatus::kMoved, 4));
