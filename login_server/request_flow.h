@@ -269,13 +269,15 @@ class RequestFlow {
   // During grace periods: a member of `id`'s replica set under an earlier table (from table
   // `from`, member `member` on, newest table first) that can be reached; advances the cursor past
   // it. For a delete (`answered` null): one not in the id's set now (those get the delete
-  // anyway). For a read that current member `answered` missed: one other than it, current or
-  // not, under an earlier table whose set for the id differs from today's.
+  // anyway). For a read that current member `answered` missed or could not serve: one other than
+  // it, current or not, under an earlier table whose set for the id differs from today's, and
+  // (when it `missed`: NOT_FOUND) does not have `answered` in it either.
   bool earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
-                     LinkTarget& target, uint64_t& version,
-                     const ServerInfo* answered = nullptr) const;
+                     LinkTarget& target, uint64_t& version, const ServerInfo* answered = nullptr,
+                     bool missed = false) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
-  bool try_fallback_read(uint32_t index, int64_t now_ns, FlowActions& out);
+  // `missed`: the member answered NOT_FOUND (not NOT_READY, which is no answer).
+  bool try_fallback_read(uint32_t index, bool missed, int64_t now_ns, FlowActions& out);
   // A LOGOUT's copy answered MOVED by a server no longer placed on the id: its old copy deleted.
   bool delete_left_copy(uint32_t index, uint64_t their_version, FlowActions& out);
   void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, int64_t now_ns,

@@ -350,6 +350,32 @@ TEST_CASE("cluster controller: an empty server waits for a replica of it to refi
   }
 }
 
+TEST_CASE("cluster controller: an empty server waits for the settle window, then every replica") {
+  // Issue 33: a server back empty at a new leader was refilled from the one replica that had
+  // registered, 0.4 s before the two others found the leader: their records never reached it.
+  Cluster k;
+  Table t = two_servers(2, 1000);
+  t.servers.push_back({"hash3", "127.0.0.1:7003", 2, 1});
+  t.replicas = 3;
+  k.c.load(StoredState{t, {}, {}, {"hash1", "hash2", "hash3"}}, k.now, true);
+  control::Register fresh = registration(Role::kHash, "hash1", 0);
+  fresh.fresh = true;
+  k.link["hash1"] = ++k.last_link;
+  k.runs["hash1"] = 0;
+  CHECK(logged(k.c.on_message(k.last_link, fresh, k.now), "serves no read until one is"));
+  k.join("hash2", 2);
+  k.stream("hash2", StreamState::kIdle, 2);
+  Actions a = k.pass(kHalfSecondNs);
+  CHECK_FALSE(logged(a, "refilling it"));  // the leader is settling: hash3 may still come
+  k.join("hash3", 2);
+  k.stream("hash3", StreamState::kIdle, 2);
+  while (k.c.settling_ns(k.now) > 0) append(a, k.pass(kHalfSecondNs));
+  append(a, k.pass(kHalfSecondNs));
+  CHECK(logged(a, "refilling it at version 2 from hash2, hash3"));
+  CHECK(sent_on<control::StreamCommand>(a, k.of("hash2")).size() == 1);
+  CHECK(sent_on<control::StreamCommand>(a, k.of("hash3")).size() == 1);
+}
+
 TEST_CASE("cluster controller: a node behind for the DOWN window is LAGGING and not waited for") {
   Cluster k;
   k.start({"hash1", "hash2"});
