@@ -112,30 +112,36 @@ void ClusterController::maybe_refill(Node& n, bool fresh, bool filling, Now now,
     return;
   }
   const std::vector<std::string> peers = refill_peers(n);
+  // Serving reads before every replica of it has streamed to it would answer from what it lacks:
+  // it fills (serving no read) while a replica of it has not registered here, at most
+  // kNoReplicaPatienceNs; and while this leader settles, since replicas that have not found it
+  // yet look the same. Nemesis runs: a server back empty at a new leader was refilled from the
+  // one replica registered (167 acknowledged writes read as absent), from hash4 alone 0.4 s before
+  // hash1 and hash3 registered (180), from hash3 and hash4 while hash2, which had the copies of
+  // its whole range, had not found the leader yet (759). Waited for: every other server of the
+  // table (which of them hold copies of its ids depends on the mode; a refill waits at most the
+  // patience for one that does not come).
+  const auto [since, first] = deferred_refills_.emplace(n.name, now.steady_ns);
+  const bool patience_left = now.steady_ns - since->second < kNoReplicaPatienceNs;
+  const size_t others = router_->table().servers.size() - 1;
   const bool settling = takeover_.settling_left(now.steady_ns) > 0;
-  if (peers.empty() || settling) {
-    // No replica of it has registered here (yet): serving reads now would answer from an empty
-    // server (a nemesis run: a server killed while the config leader was isolated came back to
-    // the new leader before its replicas did, and 167 acknowledged writes were read as absent).
-    // Nor while this leader settles: the replicas that have not found it yet would be left out
-    // of the refill, and their records missing (a nemesis run: refilled from hash4 alone, 0.4 s
-    // before hash1 and hash3 registered; 180 acknowledged writes read as absent). It fills until
-    // then (retry_deferred_refills).
-    if (deferred_refills_.emplace(n.name, now.steady_ns).second) {
+  if (settling || (peers.size() < others && patience_left)) {
+    if (first) {
       if (const LinkId link = open_link(n)) out.send(link, control::FillCommand{true});
-      if (peers.empty()) {
-        out.log(LogLevel::kInfo,
-                fmt::format("{} started empty and no replica of it is registered here yet: it "
-                            "serves no read until one is, and is refilled from it (at most {} s)",
-                            n.name, kNoReplicaPatienceNs / 1'000'000'000));
-      } else {
-        out.log(LogLevel::kInfo,
-                fmt::format("{} started empty while this leader settles: it serves no read, and "
-                            "is refilled from every replica registered here when the settle "
-                            "window ends",
-                            n.name));
-      }
+      out.log(LogLevel::kInfo,
+              fmt::format("{} started empty and {}: it serves no read until every replica of "
+                          "it is registered here, and is refilled from them (at most {} s)",
+                          n.name,
+                          settling ? "this leader is settling"
+                                   : fmt::format("{} of {} other servers are registered here",
+                                                 peers.size(), others),
+                          kNoReplicaPatienceNs / 1'000'000'000));
     }
+    return;
+  }
+  if (peers.empty()) {
+    deferred_refills_.erase(n.name);
+    end_refill(n.name, "no other replica came back to refill it", false, out);
     return;
   }
   deferred_refills_.erase(n.name);
@@ -166,26 +172,17 @@ std::vector<std::string> ClusterController::refill_peers(const Node& n) const {
 }
 
 void ClusterController::retry_deferred_refills(Now now, Out& out) {
-  for (auto it = deferred_refills_.begin(); it != deferred_refills_.end();) {
-    const std::string name = it->first;
+  std::vector<std::string> waiting;
+  for (const auto& [name, since] : deferred_refills_) waiting.push_back(name);
+  for (const std::string& name : waiting) {
     Node* n = hash_node(name);
     const bool member = router_ && router_->table().server_index(name) >= 0;
     if (!n || !n->up || !n->link || !member || router_->replicas() == 1) {
-      it = deferred_refills_.erase(it);  // gone, or nothing to refill it from: maybe_refill
+      deferred_refills_.erase(name);  // gone, or nothing to refill it from: maybe_refill
       if (n && n->up && n->link) maybe_refill(*n, true, false, now, out);  // says so
       continue;
     }
-    if (!refill_peers(*n).empty() && takeover_.settling_left(now.steady_ns) == 0) {
-      it = deferred_refills_.erase(it);
-      maybe_refill(*n, true, false, now, out);
-      continue;
-    }
-    if (now.steady_ns - it->second >= kNoReplicaPatienceNs) {
-      it = deferred_refills_.erase(it);
-      end_refill(name, "no other replica came back to refill it", false, out);
-      continue;
-    }
-    ++it;
+    maybe_refill(*n, true, false, now, out);  // starts it once nothing is waited for
   }
 }
 

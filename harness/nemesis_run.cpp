@@ -1,5 +1,6 @@
 #include "harness/nemesis_run.h"
 
+#include <csignal>
 #include <memory>
 #include <stdexcept>
 
@@ -46,6 +47,8 @@ NemesisRunResult run_nemesis(const NemesisRunOptions& options) {
   Nemesis nemesis(nc, n);
   nemesis.run(options.length);
   for (auto& sim : sims) out.clients.push_back(sim->wait(std::chrono::seconds(60)));
+  // Stopped gracefully, their logs end with their counters (hedges, hints, retries...).
+  for (int j = 1; j <= options.cluster.login_servers; ++j) nc.cluster().login(j).stop(SIGTERM);
 
   out.faults = nemesis.log();
   out.counts = nemesis.counts();

@@ -121,6 +121,8 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
         r.status = FrameStatus::kNotReady;
       } else {
         r.status = FrameStatus::kNotFound;
+        // Logged out during a move: an earlier owner's copy, if it still has one, is older.
+        if (deleted_in_move(q.id)) r.flags = kFlagDeleted;
       }
       break;
     }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <boost/json/serialize.hpp>
 #include <cctype>
 #include <cstring>
 #include <functional>
@@ -301,7 +302,9 @@ void LoginServer::run() {
   const Lifecycle lifecycle(ctx_, [this] { return tables_.latest() != nullptr; });  // READY=1
   ctx_.run();
   for (auto& w : workers_) w->join();
-  spdlog::info("stopped");
+  // Its figures, for whoever reads the log after the process is gone (the last half-second's
+  // sample: /metrics has no scraper left to read the rest).
+  spdlog::info("stopped; its counters at the last sample: {}", boost::json::serialize(stats()));
 }
 
 }  // namespace imhash

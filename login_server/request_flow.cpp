@@ -16,7 +16,8 @@ RequestFlow::RequestFlow(const FlowSettings& settings, const LinkView& links,
       counters_(counters),
       token_mac_(settings.auth_key.empty() ? nullptr
                                            : std::make_unique<TokenMac>(settings.auth_key)),
-      limiter_(settings.rate_limit) {}
+      limiter_(settings.rate_limit),
+      latest_writes_(kLatestWrites) {}
 
 // ---- slots --------------------------------------------------------------------------------------
 
@@ -117,7 +118,10 @@ void RequestFlow::on_datagram(std::span<const uint8_t> datagram, const ClientAdd
   r.client = from;
   r.type = plan.frame_type;
   r.received_ns = now_ns;
-  if (r.type != FrameType::kGet) r.write_seq = ++writes_;
+  if (r.type != FrameType::kGet) {
+    r.write_seq = ++writes_;
+    latest_writes_[r.ask.user_id & (kLatestWrites - 1)] = {r.ask.user_id, r.write_seq};
+  }
   forward(index, now_ns, out);
 }
 
@@ -173,7 +177,9 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
       response.status != FrameStatus::kMoved && read_next_member(index, now_ns, out)) {
     return;
   }
-  if (response.status == FrameStatus::kNotFound &&
+  // Not when the member says the user logged out during the move (kFlagDeleted): an earlier
+  // owner may still have a copy from before that (its old-copy delete went on without waiting).
+  if (response.status == FrameStatus::kNotFound && (response.flags & frame::kFlagDeleted) == 0 &&
       try_fallback_read(index, !r->in_doubt, now_ns, out)) {
     return;
   }
@@ -391,11 +397,53 @@ bool RequestFlow::write_next_member(uint32_t index, int64_t now_ns, FlowActions&
 
 void RequestFlow::arm_hedge(uint32_t index, int64_t now_ns) {
   const Request& r = slots_[index];
-  if (settings_.hedge_ns <= 0 || r.hedged || router_->replicas() == 1 || r.flags != 0 ||
-      (r.stage != Request::Stage::kFirst && r.stage != Request::Stage::kNewDelete)) {
+  // An old-copy delete is bounded too, with one copy or more (skip_old_delete).
+  const bool old_delete = r.stage == Request::Stage::kOldDelete;
+  if (settings_.hedge_ns <= 0 ||
+      (!old_delete &&
+       (r.hedged || router_->replicas() == 1 || r.flags != 0 ||
+        (r.stage != Request::Stage::kFirst && r.stage != Request::Stage::kNewDelete)))) {
     return;
   }
   hedges_.push({index, r.generation, r.sends, now_ns + settings_.hedge_ns});
+}
+
+uint32_t RequestFlow::take_over(uint32_t index) {
+  const uint32_t next = allocate();  // may move slots_
+  const Request& from = slots_[index];
+  Request& c = slots_[next];
+  c.ask = from.ask;
+  c.client = from.client;
+  c.type = from.type;
+  c.retried = from.retried;
+  c.hedged = true;
+  c.write_seq = from.write_seq;
+  c.received_ns = from.received_ns;
+  ++counters_.hedged;
+  return next;
+}
+
+void RequestFlow::skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out) {
+  // An old copy's server too slow to answer (cut off, frozen): its delete goes on without anyone
+  // waiting for it, and the LOGOUT goes on to the next old copy, then the current members, within
+  // the first try's deadline. (Waited for, it cost the client a TIMEOUT: a nemesis run, a login
+  // server cut from a server being drained.) Until that copy is deleted a fallback read cannot
+  // find it: the current members' misses say the user was deleted during the move.
+  const uint32_t next = take_over(t.index);
+  Request& slow = slots_[t.index];
+  slots_[next].earlier = slow.earlier;
+  slots_[next].earlier_member = slow.earlier_member;
+  slow.stage = Request::Stage::kRepair;
+  if (!delete_old_copy(next, now_ns, out)) {
+    slots_[next].stage = Request::Stage::kNewDelete;
+    slots_[next].flags = 0;
+    forward(next, now_ns, out);
+  }
+  const Request& sent = slots_[next];
+  if (sent.live) {
+    deadlines_.push(
+        {next, sent.generation, sent.sends, t.at_ns - settings_.hedge_ns + settings_.park_ns});
+  }
 }
 
 RequestFlow::Request* RequestFlow::at_send(const Timer& t) {
@@ -406,6 +454,10 @@ RequestFlow::Request* RequestFlow::at_send(const Timer& t) {
 void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
   const Request* r = at_send(t);
   if (!r || !router_) return;  // answered, or moved on, meanwhile
+  if (r->stage == Request::Stage::kOldDelete) {
+    skip_old_delete(t, now_ns, out);
+    return;
+  }
   // The next member of the set after the one it waits for; under a table that came meanwhile,
   // the first member that is not that one (a nemesis run found requests stuck on a cut member
   // because a range move had just changed the table).
@@ -416,22 +468,13 @@ void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
     const LinkTarget target = member_target(set.routes[i]);
     if (waiting.server && same_link(target, waiting)) continue;
     if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
-    const uint32_t next = allocate();
+    const uint32_t next = take_over(t.index);
     Request& first = slots_[t.index];
-    Request& c = slots_[next];
-    c.ask = first.ask;
-    c.client = first.client;
-    c.type = first.type;
-    c.stage = first.stage;
-    c.retried = first.retried;
-    c.write_seq = first.write_seq;
-    c.received_ns = first.received_ns;
-    c.member = static_cast<uint8_t>(i);
-    c.hedged = true;
+    slots_[next].stage = first.stage;
+    slots_[next].member = static_cast<uint8_t>(i);
     // The first try goes on without anyone waiting for it; a write's stays a copy for its member.
     first.stage =
         first.type == FrameType::kGet ? Request::Stage::kAbandoned : Request::Stage::kReplicaWrite;
-    ++counters_.hedged;
     send(next, target, router_->version(), out);
     const Request& sent = slots_[next];
     deadlines_.push(
@@ -515,6 +558,7 @@ bool RequestFlow::delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& o
   r.stage = Request::Stage::kOldDelete;
   r.flags = frame::kFlagAnyOwner;
   send(index, target, version, out);
+  arm_hedge(index, now_ns);
   return true;
 }
 

@@ -276,6 +276,11 @@ class RequestFlow {
                      LinkTarget& target, uint64_t& version, const ServerInfo* answered = nullptr,
                      bool missed = false) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
+  // A new slot that carries on the client request in slot `index` (a hedge): its client, its
+  // write's place, its receive time; counted as hedged. `index`'s slot is the caller's to change.
+  uint32_t take_over(uint32_t index);
+  // A LOGOUT's old-copy delete unanswered after hedge_ns: the LOGOUT goes on without it.
+  void skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out);
   // `missed`: the member answered NOT_FOUND (not NOT_READY, which is no answer).
   bool try_fallback_read(uint32_t index, bool missed, int64_t now_ns, FlowActions& out);
   // A LOGOUT's copy answered MOVED by a server no longer placed on the id: its old copy deleted.
@@ -348,8 +353,17 @@ class RequestFlow {
   std::vector<Request> slots_;  // grows to the most requests ever in flight at once
   std::vector<uint32_t> free_;  // free slot indexes
   size_t used_ = 0;
-  size_t unsettled_ = 0;                // slots in kUnsettled, among used_
-  uint64_t writes_ = 0;                 // client writes so far: the next one's write_seq
+  size_t unsettled_ = 0;  // slots in kUnsettled, among used_
+  uint64_t writes_ = 0;   // client writes so far: the next one's write_seq
+  // The latest client write of recent ids, direct-mapped by id (a later id in the same place
+  // forgets the earlier): a copy refused MOVED is held for its member only if its id has not
+  // been written since (hold_until_table). Set once, at construction.
+  struct LatestWrite {
+    uint64_t id = 0;
+    uint64_t write_seq = 0;
+  };
+  static constexpr size_t kLatestWrites = size_t{1} << 16;
+  std::vector<LatestWrite> latest_writes_;
   std::vector<Parked> parked_;          // MOVED, waiting (bounded in time) for a newer table
   std::vector<HintQueue> hint_queues_;  // members with held writes (few: those out of reach)
   TimerQueue hedges_;                   // client requests to send on to the next member at at_ns

@@ -149,8 +149,13 @@ void RequestFlow::hold_until_table(uint32_t index, uint64_t their_version, int64
   // (a move streams the record to whoever does). Else it may hold it under the newer table too.
   // Nor when the table it names is ours already and leaves the member out of the id's set: the
   // members under it have the write (the answering copy retries on MOVED) or get it streamed.
+  // Nor when the id has been written since: that write reaches the member (sent after this copy,
+  // or held and replayed in order, or retried after its own MOVED), and this older copy, held now
+  // and replayed after it, would undo it (a nemesis run: 7 stale reads).
   const Request& r = slots_[index];
   if (!router_ || r.link_version >= their_version) return;
+  const LatestWrite& latest = latest_writes_[r.ask.user_id & (kLatestWrites - 1)];
+  if (latest.id == r.ask.user_id && latest.write_seq > r.write_seq) return;
   const LinkTarget target = sent_to_now(r);
   if (!target.server ||
       (version() >= their_version && !router_->holds(r.ask.user_id, target.current))) {

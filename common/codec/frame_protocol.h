@@ -69,6 +69,9 @@ enum FrameFlag : uint8_t {
   kFlagIfAbsent = 0x02,  // UPSERT: store only if the id has no record (read repair)
   kFlagAuth = 0x04,      // HELLO (request and OK response): carries the cluster-key handshake
   kFlagTls = 0x08,  // HELLO (request and OK response): TLS starts once the handshake is answered
+  // GET NOT_FOUND response: the id was deleted here while ids may be moving (a tombstone), so no
+  // earlier owner's copy is newer than that (no fallback read). Older login servers ignore it.
+  kFlagDeleted = 0x10,
 };
 
 // The handshake's sizes (common/security/link_auth.h): HELLO+kFlagAuth request: role (1) + client

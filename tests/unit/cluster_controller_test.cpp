@@ -107,6 +107,14 @@ struct Cluster {
     runs[name] = version;
     return c.on_message(last_link, registration(role(name), name, version), now);
   }
+  // Hash server `name` dials in on a new link and registers having started empty.
+  Actions join_empty(const std::string& name) {
+    control::Register fresh = registration(Role::kHash, name, 0);
+    fresh.fresh = true;
+    link[name] = ++last_link;
+    runs[name] = 0;
+    return c.on_message(last_link, fresh, now);
+  }
   Actions send(const std::string& name, const control::Message& m) {
     return c.on_message(of(name), m, now);
   }
@@ -326,16 +334,12 @@ TEST_CASE("cluster controller: an empty server waits for a replica of it to refi
   Table t = two_servers(2, 1000);
   t.replicas = 2;
   k.c.load(StoredState{t, {}, {}, {"hash1", "hash2"}}, k.now, true);
-  control::Register fresh = registration(Role::kHash, "hash1", 0);
-  fresh.fresh = true;
-  k.link["hash1"] = ++k.last_link;
-  k.runs["hash1"] = 0;
-  const Actions a = k.c.on_message(k.last_link, fresh, k.now);
+  const Actions a = k.join_empty("hash1");
   const auto fill = sent_on<control::FillCommand>(a, k.of("hash1"));
   REQUIRE(fill.size() == 1);
   CHECK(fill[0].filling);  // it serves no read meanwhile
   CHECK_FALSE(logged(a, "no other replica"));
-  CHECK(logged(a, "serves no read until one is"));
+  CHECK(logged(a, "serves no read until every replica of it is registered here"));
   SUBCASE("its replica registers, even after the settle window: refilled from it") {
     CHECK_FALSE(logged(k.pass(5 * kSecondNs), "no other replica"));
     k.join("hash2", 2);
@@ -358,11 +362,7 @@ TEST_CASE("cluster controller: an empty server waits for the settle window, then
   t.servers.push_back({"hash3", "127.0.0.1:7003", 2, 1});
   t.replicas = 3;
   k.c.load(StoredState{t, {}, {}, {"hash1", "hash2", "hash3"}}, k.now, true);
-  control::Register fresh = registration(Role::kHash, "hash1", 0);
-  fresh.fresh = true;
-  k.link["hash1"] = ++k.last_link;
-  k.runs["hash1"] = 0;
-  CHECK(logged(k.c.on_message(k.last_link, fresh, k.now), "serves no read until one is"));
+  CHECK(logged(k.join_empty("hash1"), "this leader is settling"));
   k.join("hash2", 2);
   k.stream("hash2", StreamState::kIdle, 2);
   Actions a = k.pass(kHalfSecondNs);
@@ -374,6 +374,29 @@ TEST_CASE("cluster controller: an empty server waits for the settle window, then
   CHECK(logged(a, "refilling it at version 2 from hash2, hash3"));
   CHECK(sent_on<control::StreamCommand>(a, k.of("hash2")).size() == 1);
   CHECK(sent_on<control::StreamCommand>(a, k.of("hash3")).size() == 1);
+}
+
+TEST_CASE("cluster controller: an empty server waits for each replica, at most the patience") {
+  // Issue 33: refilled from the two replicas registered while the third, which had the copies of
+  // its whole range, had not found the new leader yet: 759 acknowledged writes read as absent.
+  Cluster k;
+  Table t = two_servers(2, 1000);
+  t.servers.push_back({"hash3", "127.0.0.1:7003", 2, 1});
+  t.replicas = 2;
+  k.c.load(StoredState{t, {}, {}, {"hash1", "hash2", "hash3"}}, k.now, false);
+  k.join("hash2", 2);
+  k.stream("hash2", StreamState::kIdle, 2);
+  CHECK(logged(k.join_empty("hash1"), "1 of 2 other servers are registered"));
+  SUBCASE("the other registers: refilled from both") {
+    CHECK_FALSE(logged(k.pass(5 * kSecondNs), "refilling it"));
+    k.join("hash3", 2);
+    k.stream("hash3", StreamState::kIdle, 2);
+    CHECK(logged(k.pass(kHalfSecondNs), "refilling it at version 2 from hash2, hash3"));
+  }
+  SUBCASE("it does not come within the patience: refilled from the one there is") {
+    CHECK_FALSE(logged(k.pass(29 * kSecondNs), "refilling it"));
+    CHECK(logged(k.pass(kSecondNs + kHalfSecondNs), "refilling it at version 2 from hash2"));
+  }
 }
 
 TEST_CASE("cluster controller: a node behind for the DOWN window is LAGGING and not waited for") {

@@ -637,6 +637,26 @@ TEST_CASE("request_flow: a copy refused MOVED by a newer table reaches its membe
   CHECK(h.flow.active() == 1);  // the heartbeat
 }
 
+TEST_CASE("request_flow: a copy refused MOVED after a later write of its id went out is dropped") {
+  // Held and replayed, the older copy would land after the later write and undo it.
+  Harness h(routing(replicated(2, 1, 2)));
+  const auto login = h.request(Op::kLogin, 10);
+  REQUIRE(login.size() == 2);
+  h.set(routing(replicated(3, 1, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+  const auto beat = h.request(Op::kHeartbeat, 10);
+  REQUIRE(beat.size() == 2);
+  check_send(beat[1], "hash2", FrameType::kUpsert, 3);
+  CHECK(h.answer_with(login[1].token, answer(FrameStatus::kMoved, 3)).empty());
+  CHECK(h.flow.hints() == 0);
+  // Another id's later write does not count.
+  const auto other = h.request(Op::kLogin, 11);
+  REQUIRE(other.size() == 2);
+  h.set(routing(replicated(4, 1, 2), {replicated(3, 1, 2)}, h.now + 1000 * kMs));
+  REQUIRE(h.request(Op::kLogin, 12).size() == 2);
+  CHECK(h.answer_with(other[1].token, answer(FrameStatus::kMoved, 4)).empty());
+  CHECK(h.flow.hints() == 1);
+}
+
 TEST_CASE("request_flow: with replicas the answering copy's failure is the client's") {
   for_each_rf([](uint32_t rf) {
     Harness h(routing(replicated(2, 1, rf)));
@@ -1235,6 +1255,54 @@ struct Hedging : Harness {
     return out;
   }
 };
+
+TEST_CASE("request_flow: a LOGOUT's old-copy delete unanswered in time is not waited for") {
+  // Issue 33: a login server cut from a server being drained timed out its LOGOUTs, each waiting
+  // for the old copy's delete there. Two moves in a row: hash1 (v1) -> hash2 (v2) -> hash3 (v3).
+  Hedging h(1);
+  h.set(routing(table(3, "hash3"), {table(2, "hash2"), table(1, "hash1")}, h.now + 1000 * kMs));
+  const auto a = h.request(Op::kLogout, 10);
+  REQUIRE(a.size() == 1);
+  check_send(a[0], "hash2", FrameType::kDelete, 2, frame::kFlagAnyOwner);
+  CHECK(h.tick_at(h.now + 49 * kMs).empty());
+  auto& b = h.tick_at(h.now + 50 * kMs);  // hash2 is silent: on to hash1's copy
+  REQUIRE(b.size() == 1);
+  check_send(b[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  const uint64_t at_hash1 = b[0].token;
+  // hash2's answer, late, is no answer to anyone.
+  CHECK(h.answer_with(a[0].token, answer(FrameStatus::kOk)).empty());
+  auto& c = h.answer_with(at_hash1, answer(FrameStatus::kOk));
+  REQUIRE(c.size() == 1);
+  check_send(c[0], "hash3", FrameType::kDelete, 3);
+  SUBCASE("the owner answers: the client hears OK") {
+    auto& d = h.answer_with(c[0].token, answer(FrameStatus::kOk));
+    REQUIRE(d.size() == 1);
+    CHECK(reply_of(d[0]).status == Status::kOk);
+  }
+  SUBCASE("nobody answers: TIMEOUT at the first try's deadline, once") {
+    CHECK(h.tick_at(h.now + 99 * kMs).empty());
+    auto& d = h.tick_at(h.now + 100 * kMs);
+    REQUIRE(d.size() == 1);
+    CHECK(reply_of(d[0]).status == Status::kTimeout);
+    CHECK(h.answer_with(c[0].token, answer(FrameStatus::kOk)).empty());
+  }
+  CHECK(h.flow.active() == 0);
+}
+
+TEST_CASE("request_flow: a miss at a member that saw the user deleted during the move is final") {
+  // The member's tombstone (kFlagDeleted): an earlier owner's copy predates the LOGOUT.
+  for_each_rf([](uint32_t rf) {
+    Harness h;
+    h.set(routing(replicated(2, rf + 1, rf), {replicated(1, 1, rf)}, h.now + 1000 * kMs));
+    const uint64_t t = h.request(Op::kLookup, 10)[0].token;
+    frame::Response deleted = answer(FrameStatus::kNotFound);
+    deleted.flags = frame::kFlagDeleted;
+    auto& miss = h.answer_with(t, deleted);
+    REQUIRE(miss.size() == 1);
+    CHECK(reply_of(miss[0]).status == Status::kNotFound);
+    CHECK(h.counters.fallback_reads == 0);
+  });
+}
 
 TEST_CASE("request_flow: a read its member does not answer in time goes on to the next member") {
   for_each_rf([](uint32_t rf) {

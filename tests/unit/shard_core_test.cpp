@@ -149,7 +149,11 @@ TEST_CASE(
   // The old owner's stream, cut before the logout, arrives after it.
   ask(core, import({{.id = 1500, .age_seconds = 3, .endpoint = kPhone}}, 2, bytes));
   CHECK(core.counters().import_skipped_deleted == 1);
-  CHECK(ask(core, get(1500, 2)).status == FrameStatus::kNotFound);
+  // Its miss says so: a login server asks no earlier owner (whose copy may predate the logout).
+  const Response miss = ask(core, get(1500, 2));
+  CHECK(miss.status == FrameStatus::kNotFound);
+  CHECK(miss.flags == frame::kFlagDeleted);
+  CHECK(ask(core, get(1501, 2)).flags == 0);  // a plain miss
   // So does a read repair (an UPSERT if absent) of the old owner's copy.
   ask(core, upsert(1500, 2, kPhone, 3, frame::kFlagIfAbsent));
   CHECK(core.counters().repairs_skipped_deleted == 1);
