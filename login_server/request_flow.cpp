@@ -192,6 +192,10 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     slots_[index].in_doubt = true;
     return;
   }
+  if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound &&
+      back_to_first_try(index)) {
+    return;
+  }
   if (response.status == FrameStatus::kNotFound && r->in_doubt) {
     frame::Response doubt = response;
     doubt.status = FrameStatus::kNotReady;
@@ -220,6 +224,7 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
   if (read_next_member(index, now_ns, out)) return;
   if (status == Status::kUnavailable && write_next_member(index, now_ns, out)) return;
   if (status == Status::kTimeout && keep_unsettled(index, now_ns, out)) return;
+  if (back_to_first_try(index)) return;
   fail(index, status, now_ns, out);
 }
 
@@ -419,8 +424,25 @@ uint32_t RequestFlow::take_over(uint32_t index) {
   c.hedged = true;
   c.write_seq = from.write_seq;
   c.received_ns = from.received_ns;
+  c.took_over = index;
+  c.took_over_gen = from.generation;
   ++counters_.hedged;
   return next;
+}
+
+bool RequestFlow::back_to_first_try(uint32_t index) {
+  const Request& r = slots_[index];
+  if (!r.hedged || r.type != FrameType::kGet) return false;
+  Request& first = slots_[r.took_over];
+  if (!first.live || first.generation != r.took_over_gen ||
+      first.stage != Request::Stage::kAbandoned) {
+    return false;
+  }
+  // A nemesis-free CI run: the next member, being refilled, answered NOT_READY while the slow
+  // owner's answer was still to come; the client heard UNAVAILABLE.
+  first.stage = Request::Stage::kFirst;
+  release(index);
+  return true;
 }
 
 void RequestFlow::skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out) {

@@ -161,6 +161,8 @@ class RequestFlow {
     Stage stage = Stage::kFirst;
     bool retried = false;        // re-sent once after MOVED, under a newer table
     bool hedged = false;         // took over from a member too slow to answer (once per request)
+    uint32_t took_over = 0;      // hedged: the slot of the try it took over from, and its
+    uint32_t took_over_gen = 0;  // generation (a read's first try is still on its way)
     bool parked = false;         // in parked_, waiting for a newer table
     bool in_doubt = false;       // kFallback after NOT_READY: a miss there is no answer
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
@@ -279,6 +281,9 @@ class RequestFlow {
   // A new slot that carries on the client request in slot `index` (a hedge): its client, its
   // write's place, its receive time; counted as hedged. `index`'s slot is the caller's to change.
   uint32_t take_over(uint32_t index);
+  // A hedged read whose member could not serve it, with no other to ask: its client goes back to
+  // the first try, if that is still on its way (true), instead of hearing UNAVAILABLE.
+  bool back_to_first_try(uint32_t index);
   // A LOGOUT's old-copy delete unanswered after hedge_ns: the LOGOUT goes on without it.
   void skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out);
   // `missed`: the member answered NOT_FOUND (not NOT_READY, which is no answer).

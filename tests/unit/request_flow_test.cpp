@@ -1342,13 +1342,26 @@ TEST_CASE("request_flow: a read its member does not answer in time goes on to th
       CHECK(h.fail_with(a[0].token, Status::kTimeout).empty());
       CHECK(h.flow.active() == 0);
     }
-    SUBCASE("the next member fails: on to a third, or the client hears it") {
+    SUBCASE("the next member fails: on to a third, or back to the first try, still on its way") {
       auto& r = h.fail_with(hedge, Status::kUnavailable);
-      REQUIRE(r.size() == 1);
       if (rf == 3) {
+        REQUIRE(r.size() == 1);
         check_send(r[0], "hash3", FrameType::kGet, 2);
       } else {
-        CHECK(reply_of(r[0]).status == Status::kUnavailable);
+        CHECK(r.empty());
+        auto& late = h.answer_with(a[0].token, found(31));
+        REQUIRE(late.size() == 1);
+        CHECK(reply_of(late[0]).age == 31);
+        CHECK(h.flow.active() == 0);
+      }
+    }
+    SUBCASE("the next member is being refilled (NOT_READY): back to the first try") {
+      if (rf == 2) {
+        CHECK(h.answer_with(hedge, answer(FrameStatus::kNotReady)).empty());
+        auto& late = h.answer_with(a[0].token, found(31));
+        REQUIRE(late.size() == 1);
+        CHECK(reply_of(late[0]).status == Status::kOk);
+        CHECK(h.flow.active() == 0);
       }
     }
   });
