@@ -183,6 +183,17 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
       try_fallback_read(index, !r->in_doubt, now_ns, out)) {
     return;
   }
+  // A hedged read's miss at a member that joined the id's set during a grace period, with no
+  // earlier member to ask (down, or its link full): that member may not have been streamed the id
+  // yet, and the first try, still on its way, went to one that had it (a CI run under ASan: a
+  // failover gave users a new replica, their slow first member was hedged, and the new one's
+  // NOT_FOUND was the client's answer).
+  if (response.status == FrameStatus::kNotFound && (response.flags & frame::kFlagDeleted) == 0 &&
+      slots_[index].hedged && slots_[index].stage == Request::Stage::kFirst && router_ &&
+      joined_in_grace(slots_[index].ask.user_id, read_member(slots_[index]), now_ns) &&
+      back_to_first_try(index)) {
+    return;
+  }
   // NOT_READY from the last member there was to ask (one being refilled, or one that has no table
   // yet and may have lost what it held): during a grace period the earlier owner still holds what
   // it held before the move, so a user who moved is found there. A miss there is no answer for
@@ -518,16 +529,7 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
     const ReplicaSet then_set = e.router->replica_set(id);
     if (answered) {
       // The same set then as now: nothing was moved, every member has had every write.
-      bool unchanged = then_set.size == now_set.size;
-      for (uint32_t k = 0; unchanged && k < then_set.size; ++k) {
-        bool found = false;
-        for (uint32_t j = 0; j < now_set.size; ++j) {
-          found = found || same_server(e.router->table().servers[then_set.routes[k].server],
-                                       servers[now_set.routes[j].server]);
-        }
-        unchanged = found;
-      }
-      if (unchanged) continue;
+      if (same_members(*e.router, then_set, now_set)) continue;
       // A member then as now had every write of the id then, a LOGOUT's delete too: its miss is
       // the answer. Asking the others would find the old copy of a member the set has dropped,
       // which an unreachable member misses the LOGOUT's old-copy delete for (a nemesis run:
@@ -568,6 +570,42 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
     }
   }
   return false;
+}
+
+bool RequestFlow::same_members(const Router& then, const ReplicaSet& then_set,
+                               const ReplicaSet& now_set) const {
+  if (then_set.size != now_set.size) return false;
+  for (uint32_t k = 0; k < then_set.size; ++k) {
+    bool found = false;
+    for (uint32_t j = 0; j < now_set.size; ++j) {
+      found = found || same_server(then.table().servers[then_set.routes[k].server],
+                                   router_->table().servers[now_set.routes[j].server]);
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+bool RequestFlow::joined_in_grace(uint64_t id, const ServerInfo& member, int64_t now_ns) const {
+  if (!routing_ || !router_) return false;
+  const ReplicaSet now_set = router_->replica_set(id);
+  for (const auto& e : routing_->earlier) {
+    if (now_ns >= e.grace_until_ns) continue;
+    const ReplicaSet then_set = e.router->replica_set(id);
+    if (same_members(*e.router, then_set, now_set)) continue;
+    bool was_member = false;
+    for (uint32_t k = 0; k < then_set.size; ++k) {
+      was_member =
+          was_member || same_server(e.router->table().servers[then_set.routes[k].server], member);
+    }
+    if (!was_member) return true;
+  }
+  return false;
+}
+
+const ServerInfo& RequestFlow::read_member(const Request& r) const {
+  const ReplicaSet set = router_->replica_set(r.ask.user_id);
+  return router_->table().servers[set.routes[std::min<uint32_t>(r.member, set.size - 1)].server];
 }
 
 bool RequestFlow::delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out) {
@@ -612,9 +650,7 @@ bool RequestFlow::try_fallback_read(uint32_t index, bool missed, int64_t now_ns,
   if (r.type != FrameType::kGet || !router_ || !routing_ || routing_->earlier.empty()) return false;
   LinkTarget target;
   uint64_t version = 0;
-  const ReplicaSet set = router_->replica_set(r.ask.user_id);
-  const ServerInfo& answered =
-      router_->table().servers[set.routes[std::min<uint32_t>(r.member, set.size - 1)].server];
+  const ServerInfo& answered = read_member(r);
   if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version, &answered,
                      missed)) {
     return false;

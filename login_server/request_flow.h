@@ -277,12 +277,22 @@ class RequestFlow {
   bool earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
                      LinkTarget& target, uint64_t& version, const ServerInfo* answered = nullptr,
                      bool missed = false) const;
+  // Whether `member` joined `id`'s replica set since a table still in its grace period (the set
+  // then differs from today's and did not have it): it may not have been streamed the id yet, so
+  // its NOT_FOUND is no answer.
+  bool joined_in_grace(uint64_t id, const ServerInfo& member, int64_t now_ns) const;
+  // Whether `then_set` under `then` and today's `now_set` have the same members.
+  bool same_members(const Router& then, const ReplicaSet& then_set,
+                    const ReplicaSet& now_set) const;
+  // The current member that slot `r`'s read was last sent to.
+  const ServerInfo& read_member(const Request& r) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
   // A new slot that carries on the client request in slot `index` (a hedge): its client, its
   // write's place, its receive time; counted as hedged. `index`'s slot is the caller's to change.
   uint32_t take_over(uint32_t index);
-  // A hedged read whose member could not serve it, with no other to ask: its client goes back to
-  // the first try, if that is still on its way (true), instead of hearing UNAVAILABLE.
+  // A hedged read whose member could not serve it (a failure, NOT_READY, a miss that is no
+  // answer), with no other to ask: its client goes back to the first try, if that is still on its
+  // way (true), instead of hearing UNAVAILABLE or NOT_FOUND.
   bool back_to_first_try(uint32_t index);
   // A LOGOUT's old-copy delete unanswered after hedge_ns: the LOGOUT goes on without it.
   void skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out);
