@@ -163,6 +163,8 @@ class RequestFlow {
     bool hedged = false;         // took over from a member too slow to answer (once per request)
     uint32_t took_over = 0;      // hedged: the slot of the try it took over from, and its
     uint32_t took_over_gen = 0;  // generation (a read's first try is still on its way)
+    uint32_t hedged_to = 0;      // kAbandoned: the slot that took the client over, and its
+    uint32_t hedged_to_gen = 0;  // generation
     bool parked = false;         // in parked_, waiting for a newer table
     bool in_doubt = false;       // kFallback after NOT_READY: a miss there is no answer
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
@@ -290,6 +292,9 @@ class RequestFlow {
   // A new slot that carries on the client request in slot `index` (a hedge): its client, its
   // write's place, its receive time; counted as hedged. `index`'s slot is the caller's to change.
   uint32_t take_over(uint32_t index);
+  // An abandoned first try of a read answered OK while the slot that took it over still waits:
+  // that answer is the client's (true), and the other slot is abandoned in turn.
+  bool first_try_answers(uint32_t index);
   // A hedged read whose member could not serve it (a failure, NOT_READY, a miss that is no
   // answer), with no other to ask: its client goes back to the first try, if that is still on its
   // way (true), instead of hearing UNAVAILABLE or NOT_FOUND.
