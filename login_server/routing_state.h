@@ -29,4 +29,14 @@ struct RoutingState {
   int64_t grace_until_ns() const { return earlier.empty() ? 0 : earlier.front().grace_until_ns; }
 };
 
+// Whether a login worker's newer table (`pending`) takes effect now. Once each link it opened to a
+// server the table adds has been tried, so a joining server is not reported UNAVAILABLE while it
+// is dialled; or at once when a hash server's MOVED named that version or a newer one
+// (`servers_run`): they run it already, and refuse every request under the older table until it
+// takes effect. (A nemesis run: a login server cut from a server added back by a drain held its
+// table for the half second its connect took; 161 writes were refused MOVED and timed out.)
+constexpr bool table_takes_effect(uint64_t pending, bool new_links_tried, uint64_t servers_run) {
+  return new_links_tried || servers_run >= pending;
+}
+
 }  // namespace imhash

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "common/runtime/clock.h"
@@ -135,11 +136,11 @@ void Worker::install(std::shared_ptr<const RoutingState> routing) {
 
 void Worker::try_commit() {
   if (!pending_) return;
+  bool tried = true;
   for (const auto& g : warming_) {
-    for (const auto& l : g.shards) {
-      if (!l->first_attempt_done()) return;
-    }
+    for (const auto& l : g.shards) tried = tried && l->first_attempt_done();
   }
+  if (!table_takes_effect(pending_->version(), tried, servers_run_)) return;
   // Arrange the links like the new table's servers; links of servers that left are retired (they
   // finish what they carry, and serve fallback reads until the grace period ends).
   std::vector<LinkGroup> next;
@@ -295,12 +296,15 @@ void Worker::execute() {
         reply(a.to, a.reply, a.reply_size, a.status);
         break;
       case FlowAction::kNeedTable:
+        servers_run_ = std::max(servers_run_, a.version);
         if (on_stale_) on_stale_(a.version);
         break;
     }
   }
   actions_.clear();
   executing_ = false;
+  // Not inside the loop above: a commit rearranges the links its sends were addressed to.
+  if (pending_ && servers_run_ >= pending_->version()) try_commit();
 }
 
 void Worker::on_answer(uint64_t token, const frame::Response& response) {

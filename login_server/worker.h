@@ -109,6 +109,7 @@ class Worker final : public LinkListener, public LinkView {
   std::vector<LinkGroup> groups_;                // indexed like routing_->current's servers
   std::shared_ptr<const RoutingState> pending_;  // newer, waiting for its new links
   std::vector<LinkGroup> warming_;               // links opened for pending_
+  uint64_t servers_run_ = 0;  // the newest table version a hash server's MOVED named
   // Links of servers no longer in the table: kept for fallback reads until the grace period ends,
   // then closed once idle and destroyed once finished().
   std::vector<std::unique_ptr<HashLink>> retired_;

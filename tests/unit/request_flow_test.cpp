@@ -1419,6 +1419,16 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("request_flow: a newer table takes effect once its new links were tried, or on MOVED") {
+  // v9 adds hash3 back; the worker dials it before the table takes effect, unless a hash server
+  // already refuses requests under v8 (a nemesis run: the dial took 500 ms, cut off).
+  CHECK_FALSE(table_takes_effect(9, false, 0));
+  CHECK_FALSE(table_takes_effect(9, false, 8));
+  CHECK(table_takes_effect(9, true, 0));
+  CHECK(table_takes_effect(9, false, 9));
+  CHECK(table_takes_effect(9, false, 10));
+}
+
 TEST_CASE("request_flow: a write its member does not answer in time is answered by the next one") {
   Hedging h(2);  // id 10: hash1, then hash2
   const auto a = h.request(Op::kHeartbeat, 10);
