@@ -5,7 +5,8 @@
 #   (none)      optimised build in build/ (IMHASH_BUILD_TYPE, default RelWithDebInfo; CI: Release),
 #               unit + integration + fuzz-corpus replay tests
 #   --sanitize  the same suite built with clang++, AddressSanitizer + UndefinedBehaviorSanitizer, in
-#               build-asan/ (without unity batches: the tree where a missing #include still fails)
+#               build-asan/ (what users build without unity batches: the tree where a missing
+#               #include still fails; the test support batched)
 #   --fuzz      the libFuzzer targets built with clang, in build-fuzz/, all at once, each given
 #               IMHASH_FUZZ_SECONDS (default 20) of a core
 # IMHASH_NEMESIS=1: also the nemesis run (issue 33, docs/reliability.md; not in CI yet).
