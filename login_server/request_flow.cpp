@@ -354,13 +354,9 @@ void RequestFlow::write_replicas(uint32_t index, const ReplicaSet& set, uint32_t
       if (slots_[index].flags == 0) hold(target, slots_[index], now_ns);
       continue;
     }
-    const uint32_t copy = allocate();  // may move slots_
-    const Request& r = slots_[index];
+    const uint32_t copy = copy_of(index);
     Request& c = slots_[copy];
-    c.ask = r.ask;
-    c.type = r.type;
-    c.flags = r.flags;
-    c.write_seq = r.write_seq;
+    c.flags = slots_[index].flags;
     c.stage = Request::Stage::kReplicaWrite;
     ++counters_.replica_writes;
     send(copy, target, router_->version(), out);
@@ -427,16 +423,23 @@ void RequestFlow::arm_hedge(uint32_t index, int64_t now_ns) {
   hedges_.push({index, r.generation, r.sends, now_ns + settings_.hedge_ns});
 }
 
-uint32_t RequestFlow::take_over(uint32_t index) {
+uint32_t RequestFlow::copy_of(uint32_t index) {
   const uint32_t next = allocate();  // may move slots_
   const Request& from = slots_[index];
   Request& c = slots_[next];
   c.ask = from.ask;
-  c.client = from.client;
   c.type = from.type;
+  c.write_seq = from.write_seq;
+  return next;
+}
+
+uint32_t RequestFlow::take_over(uint32_t index) {
+  const uint32_t next = copy_of(index);
+  const Request& from = slots_[index];
+  Request& c = slots_[next];
+  c.client = from.client;
   c.retried = from.retried;
   c.hedged = true;
-  c.write_seq = from.write_seq;
   c.received_ns = from.received_ns;
   c.took_over = index;
   c.took_over_gen = from.generation;

@@ -289,6 +289,9 @@ class RequestFlow {
   // The current member that slot `r`'s read was last sent to.
   const ServerInfo& read_member(const Request& r) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
+  // A new slot with the id, endpoint, frame type and write sequence of slot `index`: a copy for
+  // another member, or (take_over) a hedge. May move slots_.
+  uint32_t copy_of(uint32_t index);
   // A new slot that carries on the client request in slot `index` (a hedge): its client, its
   // write's place, its receive time; counted as hedged. `index`'s slot is the caller's to change.
   uint32_t take_over(uint32_t index);
