@@ -63,7 +63,9 @@ void Worker::when_links_tried(std::function<void()> done) {
 }
 
 void Worker::check_links_tried() {
-  if (!links_tried_ || !routing_) return;
+  // A newer table still warming counts too: the server announces the version it was brought to,
+  // not the saved one it started from.
+  if (!links_tried_ || !routing_ || pending_) return;
   for (const auto& g : groups_) {
     for (const auto& l : g.shards) {
       if (!l->first_attempt_done()) return;

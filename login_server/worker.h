@@ -46,7 +46,8 @@ class Worker final : public LinkListener, public LinkView {
   void set_routing(std::shared_ptr<const RoutingState> routing);
   // Stops taking datagrams, answers what is in flight (at most one timeout), closes links.
   void stop();
-  // Posts `done()` once every link has made its first connection attempt.
+  // Calls `done()` once every link has made its first connection attempt and the newest table
+  // given to set_routing() is in effect (its new links tried too).
   void when_links_tried(std::function<void()> done);
   // Called on the worker's thread with each table version it starts serving.
   void on_commit(std::function<void(uint64_t version)> f) { on_commit_ = std::move(f); }
