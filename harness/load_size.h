@@ -1,8 +1,9 @@
 // load_size: how many users a test's biggest loads have in this build. Any thread may call it.
 //
 // Under AddressSanitizer every daemon runs several times slower, and CI runs the same suite on two
-// cores in the sanitizer tree after the optimised one: there, the few loads of 100k users and more
-// run at a third of their size. That is still thousands of stream batches, purge passes and
+// cores in the sanitizer tree after the optimised one: there, the loads of 30k users and more whose
+// size the test does not depend on (no stream that must outlast a restart or race a LOGOUT) run at
+// a third of their size. That is still thousands of stream batches, purge passes and
 // datagrams per server, checked the same way, and what the sanitizers look for (a bad access, a
 // leak, undefined behaviour) is in the code paths, not in the count; the optimised trees run the
 // loads in full. docs/development.md has the figures.

@@ -6,7 +6,8 @@
 #               unit + integration + fuzz-corpus replay tests
 #   --sanitize  the same suite built with clang++, AddressSanitizer + UndefinedBehaviorSanitizer, in
 #               build-asan/ (what users build without unity batches: the tree where a missing
-#               #include still fails; the test support batched)
+#               #include still fails; the test support batched; not the benchmark's programs,
+#               which no test runs: the optimised tree builds them)
 #   --fuzz      the libFuzzer targets built with clang, in build-fuzz/, all at once, each given
 #               IMHASH_FUZZ_SECONDS (default 20) of a core
 # IMHASH_NEMESIS=1: also the nemesis run (issue 33, docs/reliability.md; not in CI yet).
@@ -27,7 +28,7 @@ case "$mode" in
     # UBSan checks more (a null pointer plus an offset); docs/development.md has the figures.
     cmake -S . -B "$dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_BUILD_TYPE=Debug -DIMHASH_SANITIZE=ON -DIMHASH_WERROR=ON \
-      -DIMHASH_UNITY=OFF >/dev/null
+      -DIMHASH_UNITY=OFF -DIMHASH_BENCH=OFF >/dev/null
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     ;;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/config_cluster.h"
+#include "harness/load_size.h"
 #include "harness/udp_client.h"
 #include "harness/wait_until.h"
 #include "tests/integration/sim_runs.h"
@@ -62,7 +63,7 @@ bool no_purge_pending(ConfigCluster& c) {
 TEST_CASE(
     "replicas: with two copies a hash server killed with -9 costs no lookup, login or logout") {
   ConfigCluster c(ConfigClusterOptions{.shards = 2, .grace_ms = 1000, .initial_mode = "ring"});
-  constexpr uint64_t kUsers = 30000;
+  constexpr uint64_t kUsers = load_size(30000);
   const uint16_t udp = serve_with_two_copies(c, kUsers);
   const uint64_t held_by_2 = c.records(2);
   REQUIRE(held_by_2 > kUsers / 3);
@@ -88,7 +89,7 @@ TEST_CASE(
 TEST_CASE("replicas: turning them on copies every record, and a new server gets its copies") {
   ConfigCluster c(ConfigClusterOptions{.grace_ms = 1000, .initial_mode = "ring"});
   const uint16_t udp = c.start_serving(3);
-  constexpr uint64_t kUsers = 40000;
+  constexpr uint64_t kUsers = load_size(40000);
   log_in(udp, 1, kUsers);
   REQUIRE(wait_until([&] { return total_records(c, 3) == kUsers; }, kPatience, kPollInterval));
 

@@ -48,7 +48,7 @@ TEST_CASE(
     "streaming: a server joining the ring gets its ids, and a drained server hands all over") {
   ConfigCluster c(ConfigClusterOptions{.grace_ms = 1000, .initial_mode = "ring"});
   const uint16_t udp = c.start_serving(2);
-  constexpr uint64_t kFirst = 1, kUsers = 60000;
+  constexpr uint64_t kFirst = 1, kUsers = load_size(60000);
   log_in(udp, kFirst, kUsers);
   REQUIRE(
       wait_until([&] { return c.records(1) + c.records(2) == kUsers; }, kPatience, kPollInterval));
