@@ -21,6 +21,12 @@ inline std::string file_text(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// `s` without its trailing newlines and spaces (a command's output as one line of a log).
+inline std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 // Waits (bounded) until the log at `path` holds `needle`.
 inline bool log_says(const std::string& path, const std::string& needle) {
   return wait_until([&] { return file_text(path).find(needle) != std::string::npos; });

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/log_file.h"
 #include "harness/wait_until.h"
 
 namespace imhash::test {
@@ -48,11 +49,6 @@ std::string process_state(pid_t pid) {
     if (line.rfind("State:", 0) == 0) return line;
   }
   return "State: gone";
-}
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 }  // namespace
@@ -123,6 +119,9 @@ struct Planned {
   std::function<std::string()> apply;  // the evidence; throws if the fault did not take effect
   std::function<bool()> done;          // set: the fault ends once this holds (or at `length`)
   std::function<void()> revert;        // may be empty
+  // Set: the fault waits (already drawn, so a seed still gives the same faults in the same order)
+  // while this holds — a fault that would take the last reachable copy of some records.
+  std::function<bool()> blocked;
 };
 
 class Nemesis::Lane {
@@ -133,11 +132,24 @@ class Nemesis::Lane {
     next_ = Clock::now() + pause();
   }
 
+  // A fault of this lane is on, or the cluster is settling after one.
+  bool busy() const { return state_ != State::kIdle; }
+  // The target of the fault that is on ("" when none is).
+  const std::string& target_on() const {
+    static const std::string none;
+    return state_ == State::kActive ? current_.target : none;
+  }
+
   // Does what is due; returns when it wants to be called again.
   Clock::time_point step(Clock::time_point now) {
     switch (state_) {
       case State::kIdle:
         if (now < next_) return next_;
+        if (!drawn_) {
+          current_ = plan_(draw_);
+          drawn_ = true;
+        }
+        if (current_.blocked && current_.blocked()) return now + milliseconds(250);
         start(now);
         return now;
       case State::kActive:
@@ -182,7 +194,7 @@ class Nemesis::Lane {
   }
 
   void start(Clock::time_point now) {
-    current_ = plan_(draw_);
+    drawn_ = false;
     FaultRecord r;
     r.kind = current_.kind;
     r.target = current_.target;
@@ -227,6 +239,7 @@ class Nemesis::Lane {
   State state_ = State::kIdle;
   Clock::time_point next_, until_, settle_by_;
   Planned current_;
+  bool drawn_ = false;  // current_ is the next fault, waiting while it is blocked
   size_t record_ = 0;
 };
 
@@ -242,6 +255,9 @@ boost::json::value status_of(ConfigCluster& c) {
 }
 
 // Every hash server the status lists is up, and none is being refilled.
+// And no login server holds writes for one: a login server that still holds writes for a hash
+// server has no working link to it yet (links come back with a backoff, seconds after the fault
+// ends), and a fault on another copy's server then would leave some records none.
 bool hash_servers_settled(ConfigCluster& c) {
   const boost::json::value st = status_of(c);
   if (!st.is_object()) return false;
@@ -250,6 +266,12 @@ bool hash_servers_settled(ConfigCluster& c) {
     const auto& node = n.as_object();
     if (node.at("role").as_string() == "hash" && node.at("state").as_string() != "up") {
       return false;
+    }
+    const auto* held = node.if_contains("held_writes");
+    if (held && held->is_object()) {
+      for (const auto& [server, count] : held->as_object()) {
+        if (count.to_number<uint64_t>() > 0) return false;
+      }
     }
   }
   const auto* refills = o.if_contains("refills");
@@ -301,9 +323,14 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
   };
 
   // ---- hash: one hash server at a time -------------------------------------------------------
+  // Nor while the net lane impairs a hash server's link: with 2 copies, a lossy or slow link
+  // (TCP's retransmissions take 200 ms and more) and a server down would leave some records no
+  // copy that answers in time. The net lane waits likewise for a hash fault to settle before it
+  // impairs a hash server's link; links of login servers do not wait.
+  auto hash_link_impaired = std::make_shared<bool>(false);
   lanes_.push_back(std::make_unique<Lane>(
       *this, options_.seed * 4 + 0, options_.hash_gap,
-      [&c, &hosts, partition, hashes, logins, down](Draw& d) {
+      [&c, &hosts, partition, hashes, logins, down, hash_link_impaired](Draw& d) {
         static constexpr FaultKind kinds[] = {
             FaultKind::kHashKill, FaultKind::kHashPauseShort, FaultKind::kHashPauseLong,
             FaultKind::kHashCutFromLogins, FaultKind::kLoginCutFromHash};
@@ -376,9 +403,11 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
             break;
           }
         }
+        p.blocked = [hash_link_impaired] { return *hash_link_impaired; };
         return p;
       },
       [&c] { return hash_servers_settled(c); }));
+  const Lane* hash_lane = lanes_.back().get();
 
   // ---- control: the config leader and etcd, one at a time -----------------------------------
   EtcdCluster& etcd = cluster_.etcd();
@@ -444,7 +473,7 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
   // ---- net: netem on one hash or login host's link --------------------------------------------
   lanes_.push_back(std::make_unique<Lane>(
       *this, options_.seed * 4 + 2, options_.net_gap,
-      [&hosts, hashes, logins](Draw& d) {
+      [&hosts, hashes, logins, hash_lane, hash_link_impaired](Draw& d) {
         static constexpr FaultKind kinds[] = {FaultKind::kLinkLoss, FaultKind::kLinkDuplicate,
                                               FaultKind::kLinkReorder, FaultKind::kLinkDelay};
         Planned p;
@@ -478,16 +507,22 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
             break;
         }
         p.detail += " both ways for " + std::to_string(p.length.count()) + " ms";
-        p.apply = [&hosts, host, f] {
-          if (!hosts.netem_available()) throw std::runtime_error(hosts.netem_missing_reason());
-          hosts.impair(host, f);
-          const std::string q = hosts.tc({"-n", hosts.netns(host), "qdisc", "show", "dev", "eth0"});
-          if (q.find("netem") == std::string::npos) {
-            throw std::runtime_error("no netem on eth0 of " + host + ": " + trimmed(q));
+        // The evidence: netem's qdisc on the host's eth0, or (no sch_netem) the relay's line.
+        const bool hash_host = which < hashes;
+        p.apply = [&hosts, host, f, hash_host, hash_link_impaired] {
+          const std::string evidence = hosts.impair(host, f);
+          if (hosts.netem_available() && evidence.find("netem") == std::string::npos) {
+            hosts.clear_impairment(host);
+            throw std::runtime_error("no netem on eth0 of " + host + ": " + evidence);
           }
-          return trimmed(q);
+          *hash_link_impaired = hash_host;
+          return evidence;
         };
-        p.revert = [&hosts, host] { hosts.clear_impairment(host); };
+        p.revert = [&hosts, host, hash_link_impaired] {
+          *hash_link_impaired = false;
+          hosts.clear_impairment(host);
+        };
+        if (hash_host) p.blocked = [hash_lane] { return hash_lane->busy(); };
         return p;
       },
       [] { return true; }));

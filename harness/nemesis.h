@@ -8,16 +8,17 @@
 //            server is up again and no refill runs: with 2 copies of every record, never both.
 //   control  the config leader killed or isolated, an etcd member killed; then restarted, and
 //            the next once a leader serves and etcd is healthy again.
-//   net      loss, duplication, reordering or delay (tc netem) on one hash or login host's link.
+//   net      loss, duplication, reordering or delay on one hash or login host's link (tc netem;
+//            without sch_netem, lossy_relay --link through the hub: Hosts::impair).
 //   ops      range moves, replica changes (2 <-> 3) and drains (a server streamed out of the
 //            table, then added back), each waiting for its streams and purges to finish.
 //
 // Each lane draws from its own generator, seeded from the run's seed and the lane, so a seed gives
 // the same faults in the same order with the same targets and lengths; when each starts depends
 // on how fast the cluster settles (the log has the times). Every fault is logged with its start,
-// its end and the evidence that it took effect (the process's state, the routes, the qdisc, the
-// new table version). The windows file tells the history checker (tools/nemesis/) which answers
-// the design allows during which fault (docs/reliability.md).
+// its end and the evidence that it took effect (the process's state, the routes, the qdisc or the
+// relay, the new table version). The windows file tells the history checker (tools/nemesis/) which
+// answers the design allows during which fault (docs/reliability.md).
 //
 // Used from the test's thread: run() drives every lane from it.
 #pragma once

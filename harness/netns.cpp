@@ -336,9 +336,9 @@ std::string Hosts::neighbours(const std::string& name) {
   return ip({"-n", netns(name), "neigh", "show", "dev", "eth0"});
 }
 
-void Hosts::impair(const std::string& name, const LinkFault& fault) {
-  if (!netem_) throw std::runtime_error("Hosts: " + netem_missing_);
+std::string Hosts::impair(const std::string& name, const LinkFault& fault) {
   const Host& h = host(name);
+  if (!netem_) return relay_link(name, fault);
   const std::vector<std::string> netem = netem_args(fault);
   // Its eth0 carries what it sends, the hub's port facing it what it receives.
   for (const auto& [ns, dev] : {std::pair{h.netns, std::string("eth0")}, {hub_, h.hub_port}}) {
@@ -346,13 +346,57 @@ void Hosts::impair(const std::string& name, const LinkFault& fault) {
     args.insert(args.end(), netem.begin(), netem.end());
     tc(args);
   }
+  return trimmed(tc({"-n", h.netns, "qdisc", "show", "dev", "eth0"}));
 }
 
-void Hosts::clear_impairment(const std::string& name) {
+std::string Hosts::relay_link(const std::string& name, const LinkFault& fault) {
+  clear_impairment(name);
   const Host& h = host(name);
-  std::string ignored;  // "no qdisc to delete" is fine
-  run(tc_, {"-n", h.netns, "qdisc", "del", "dev", "eth0", "root"}, ignored);
-  run(tc_, {"-n", hub_, "qdisc", "del", "dev", h.hub_port, "root"}, ignored);
+  // The host's port leaves the bridge; a new veth pair joins the bridge (its "a" end) and the
+  // relay joins the pair's "b" end to the host's port: every frame of the link goes through it.
+  const std::string into_bridge = "r" + h.hub_port + "a", to_relay = "r" + h.hub_port + "b";
+  ip({"-n", hub_, "link", "set", h.hub_port, "nomaster"});
+  ip({"-n", hub_, "link", "add", "name", into_bridge, "type", "veth", "peer", "name", to_relay});
+  ip({"-n", hub_, "link", "set", into_bridge, "master", "br0", "up"});
+  ip({"-n", hub_, "link", "set", to_relay, "up"});
+  const auto number = [](double v) {
+    std::string p = percent(v);
+    return p.substr(0, p.size() - 1);
+  };
+  auto relay = std::make_unique<ChildProcess>(
+      options_.binaries.lossy_relay,
+      std::vector<std::string>{
+          "--link", h.hub_port + "," + to_relay, "--loss", number(fault.loss_percent),
+          "--duplicate", number(fault.duplicate_percent), "--reorder",
+          number(fault.reorder_percent), "--delay-ms", std::to_string(fault.delay_ms),
+          "--jitter-ms", std::to_string(fault.jitter_ms)},
+      ChildOptions{.name = "lossy_relay.link." + name, .netns = hub_});
+  const std::string line = trimmed(relay->wait_for_line("relaying"));
+  link_relays_[name] = std::move(relay);
+  return line + " (lossy_relay in the hub: " + netem_missing_ + ")";
+}
+
+std::string Hosts::clear_impairment(const std::string& name) {
+  const Host& h = host(name);
+  std::string summary, ignored;  // "no qdisc to delete" is fine
+  if (auto it = link_relays_.find(name); it != link_relays_.end()) {
+    std::unique_ptr<ChildProcess> relay = std::move(it->second);
+    link_relays_.erase(it);
+    relay->stop(SIGTERM);
+    std::ifstream in(relay->log_path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("lossy_relay summary") != std::string::npos) summary = line;
+    }
+    // Deleting one end of the pair deletes both; the host's port goes back into the bridge.
+    run(ip_, {"-n", hub_, "link", "del", "r" + h.hub_port + "a"}, ignored);
+    ip({"-n", hub_, "link", "set", h.hub_port, "master", "br0", "up"});
+    wait_link_up(h);
+  }
+  if (netem_) {
+    run(tc_, {"-n", h.netns, "qdisc", "del", "dev", "eth0", "root"}, ignored);
+    run(tc_, {"-n", hub_, "qdisc", "del", "dev", h.hub_port, "root"}, ignored);
+  }
+  return summary;
 }
 
 ImpairedPath Hosts::impaired_path(const std::string& from, const std::string& target,

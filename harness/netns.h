@@ -4,9 +4,10 @@
 // namespaces: the root namespace gets no interface, route or address, so no packet leaves the
 // test's hosts. A program runs on a host through ChildOptions::netns = hosts.netns(NAME).
 //
-// Faults on a host's link: cut and restore it; tc netem loss, delay, duplication and reordering
-// on both directions of it; and, where the kernel has no sch_netem, the same loss and delay for
-// one path from tools/lossy_relay (impaired_path()). Between two hosts: a partition, no packet
+// Faults on a host's link: cut and restore it; loss, delay, duplication and reordering on both
+// directions of it (impair(): tc netem, or where the kernel has no sch_netem, tools/lossy_relay
+// joining the link through the hub); and the same loss and delay for one UDP path from a relay on
+// the host (impaired_path()). Between two hosts: a partition, no packet
 // between them either way while each still reaches every other host (partition(), heal()).
 //
 // Everything is made with iproute2 (`ip`, `tc`) run as child processes, each checked (a failure
@@ -107,10 +108,15 @@ class Hosts {
   // the link is up).
   void cut(const std::string& name);
   void restore(const std::string& name);
-  // netem on both directions of host `name`'s link (its eth0 and the hub's port facing it),
-  // replacing what was there; throws if netem is not available.
-  void impair(const std::string& name, const LinkFault& fault);
-  void clear_impairment(const std::string& name);
+  // `fault` on both directions of host `name`'s link, replacing what was there: netem on its eth0
+  // and on the hub's port facing it; where the kernel has no sch_netem, a lossy_relay in the hub
+  // (--link) between that port, taken out of the bridge, and a new veth pair into it, so that
+  // every frame of the link goes through the relay. Returns the evidence: the qdisc shown on the
+  // host's eth0, or the relay's "relaying" line.
+  std::string impair(const std::string& name, const LinkFault& fault);
+  // Removes it (idempotent); with the relay, returns its summary line ("lossy_relay summary:
+  // pN to rpNb: received ... lost ... duplicated ... reordered ...; rpNb to pN: ...").
+  std::string clear_impairment(const std::string& name);
   // `fault` on the traffic host `from` sends to `target` ("IP:PORT") and on the replies: by netem
   // on from's link where the kernel has it, else by a lossy_relay on `from` (loss, delay and
   // jitter only: a duplicate or reorder fault without netem throws).
@@ -151,6 +157,8 @@ class Hosts {
   int run(const std::string& program, const std::vector<std::string>& args, std::string& out);
   std::string checked(const std::string& program, std::vector<std::string> args);
   void wait_link_up(const Host& h);
+  // impair() without netem: the relay on host `name`'s link.
+  std::string relay_link(const std::string& name, const LinkFault& fault);
   // `from`'s frames to `to` go nowhere (one side of a partition); checks the entry is there.
   void block(const Host& from, const Host& to);
   void remove_all() noexcept;
@@ -164,6 +172,8 @@ class Hosts {
   bool netem_ = false;
   std::string netem_missing_;
   std::map<std::string, Host> hosts_;
+  std::map<std::string, std::unique_ptr<ChildProcess>>
+      link_relays_;                                           // by host: impair() sans netem
   std::set<std::pair<std::string, std::string>> partitions_;  // host names, the lesser first
   std::vector<std::string> namespaces_;                       // made by this object, hub first
 };

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <regex>
 #include <string>
 
 #include "common/links/http_client.h"
@@ -170,6 +171,37 @@ TEST_CASE(
     CHECK(ImpairedPath::lost_toward_target(summary) > 0);
   }
   const std::string target = path.address();  // with netem the loss stays, as it was
+
+  // --- 1b. every fault on hash1's whole link (its TCP from the login server too) --------------
+  {
+    const std::string evidence = hosts.impair(
+        "h1",
+        LinkFault{
+            .loss_percent = 5, .delay_ms = 10, .duplicate_percent = 5, .reorder_percent = 20});
+    MESSAGE("step 1b: loss 5%, duplicate 5%, reorder 20% (the rest delayed 10 ms) on h1's link: "
+            << evidence);
+    const Run r = run_from_client(hosts, target, 1, 2000, 3);  // users 1..2000: hash1's
+    MESSAGE("step 1b: " << brief(r.s));
+    CHECK(r.exit_code == 0);
+    CHECK(r.s.verify.result == "pass");
+    const std::string summary = hosts.clear_impairment("h1");
+    if (!hosts.netem_available()) {
+      // The relay carried the link, both ways, and did what it was told to.
+      MESSAGE(summary);
+      static const std::regex counts(
+          "received ([0-9]+) forwarded ([0-9]+) lost ([0-9]+) duplicated ([0-9]+) reordered "
+          "([0-9]+)");
+      int directions = 0;
+      for (std::sregex_iterator m(summary.begin(), summary.end(), counts), end; m != end; ++m) {
+        ++directions;
+        CHECK(std::stol((*m)[2]) > 0);
+        CHECK(std::stol((*m)[3]) > 0);
+        CHECK(std::stol((*m)[4]) > 0);
+        CHECK(std::stol((*m)[5]) > 0);
+      }
+      CHECK(directions == 2);
+    }
+  }
 
   // --- 2. cut hash2's link --------------------------------------------------------------------
   hosts.cut("h2");

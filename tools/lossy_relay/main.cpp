@@ -1,15 +1,15 @@
-// lossy_relay: a UDP relay that loses and delays datagrams, a userspace stand-in for tc netem (used
-// by the harness, harness/netns.h Hosts::impaired_path, on kernels without sch_netem).
+// lossy_relay: a userspace stand-in for tc netem (used by the harness, harness/netns.h, on kernels
+// without sch_netem): loses, duplicates, reorders and delays packets (FaultQueue, fault_queue.h),
+// either the datagrams of a UDP relay (this file) or every frame of a link between two interfaces
+// (--link, link_relay.cpp).
 //
-// Clients send to --listen. Each client address gets its own upstream socket, connected to
+// UDP mode: clients send to --listen. Each client address gets its own upstream socket, connected
+// to
 // --target, so a reply arriving on that socket belongs to exactly that client and goes back to it
-// from the --listen socket. Each direction on its own drops a datagram with probability --loss
-// percent and delays the rest by --delay-ms ± --jitter-ms (uniform; the jitter may reorder, like
-// netem's). Delayed datagrams wait in one min-heap ordered by due time; a single thread waits in
-// epoll for the sockets, the signals (signalfd) and the next due time. Everything is bounded: at
-// most --max-clients mappings (idle ones evicted after --idle-timeout-s, the least recently active
-// one when full) and at most --max-queued datagrams / kMaxQueuedBytes waiting (beyond: dropped and
-// counted as overflow). SIGTERM/SIGINT: one summary line on stderr, exit 0.
+// from the --listen socket. A single thread waits in epoll for the sockets, the signals
+// (signalfd) and the next due time. Everything is bounded: at most --max-clients mappings (idle
+// ones evicted after --idle-timeout-s, the least recently active one when full) and the fault
+// queue's bounds. SIGTERM/SIGINT: one summary line on stderr, exit 0.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -37,6 +37,9 @@
 
 #include "common/codec/endpoint.h"
 #include "common/runtime/options.h"
+#include "tools/lossy_relay/fault_queue.h"
+#include "tools/lossy_relay/link_relay.h"
+#include "tools/lossy_relay/relay_io.h"
 
 namespace po = boost::program_options;
 using namespace imhash;
@@ -45,9 +48,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kMaxQueuedBytes = 64u << 20;  // payload bytes waiting in the delay queue
-constexpr int kBatch = 64;                          // datagrams read per socket per wake-up
-constexpr uint64_t kListenId = 0, kSignalId = 1;    // epoll ids; client ids start at 2
+constexpr int kBatch = 64;                        // datagrams read per socket per wake-up
+constexpr uint64_t kListenId = 0, kSignalId = 1;  // epoll ids; client ids start at 2
 
 struct Addr {
   sockaddr_storage ss{};
@@ -87,47 +89,35 @@ Addr resolve(const std::string& text, const std::string& what) {
   return a;
 }
 
-[[noreturn]] void throw_errno(const std::string& what) {
-  throw boost::system::system_error(errno, boost::system::system_category(), what);
-}
-
 struct Params {
   Addr listen, target;
-  double loss = 0;  // probability, 0..1
-  double delay_us = 0, jitter_us = 0;
-  uint64_t seed = 0;
-  std::size_t max_clients = 4096, max_queued = 100000;
+  FaultParams faults;
+  std::size_t max_clients = 4096;
   std::chrono::milliseconds idle{30000};
 };
 
 enum Dir { kToTarget = 0, kToClient = 1 };
 
-struct Stats {
-  uint64_t received = 0, forwarded = 0, lost = 0, overflow = 0, send_failed = 0, expired = 0;
-};
+int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 class Relay {
  public:
-  explicit Relay(const Params& p) : p_(p), rng_(p.seed), buf_(65536) {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) throw_errno("sigprocmask");
-    signal_fd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (signal_fd_ < 0) throw_errno("signalfd");
+  explicit Relay(const Params& p) : p_(p), faults_(p.faults), buf_(65536) {
+    signal_fd_ = relay_io::stop_signal_fd();
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) throw_errno("epoll_create1");
+    if (epoll_fd_ < 0) relay_io::throw_errno("epoll_create1");
 
     listen_fd_ = socket(p_.listen.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) throw_errno("socket");
+    if (listen_fd_ < 0) relay_io::throw_errno("socket");
     const int rcvbuf = 4 << 20;
     setsockopt(listen_fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);  // best effort
     if (bind(listen_fd_, p_.listen.sa(), p_.listen.len) != 0) {
-      throw_errno("bind " + to_string(p_.listen));
+      relay_io::throw_errno("bind " + to_string(p_.listen));
     }
-    watch(signal_fd_, kSignalId);
-    watch(listen_fd_, kListenId);
+    relay_io::watch(epoll_fd_, signal_fd_, kSignalId);
+    relay_io::watch(epoll_fd_, listen_fd_, kListenId);
   }
   ~Relay() {
     for (auto& [id, c] : clients_) close(c.fd);
@@ -140,7 +130,7 @@ class Relay {
 
   Addr bound() const {
     Addr a;
-    if (getsockname(listen_fd_, a.sa(), &a.len) != 0) throw_errno("getsockname");
+    if (getsockname(listen_fd_, a.sa(), &a.len) != 0) relay_io::throw_errno("getsockname");
     return a;
   }
 
@@ -150,14 +140,16 @@ class Relay {
     while (!stop_) {
       auto now = Clock::now();
       auto wake = next_sweep;
-      if (!queue_.empty()) wake = std::min(wake, queue_.front().due);
+      if (faults_.waiting() > 0) {
+        wake = std::min(wake, Clock::time_point(std::chrono::nanoseconds(faults_.next_due())));
+      }
       // Round up so we never wake before the due time and spin.
       const auto wait_us =
           std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
       const int timeout_ms = wait_us <= 0 ? 0 : static_cast<int>((wait_us + 999) / 1000);
       const int n =
           epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
-      if (n < 0 && errno != EINTR) throw_errno("epoll_wait");
+      if (n < 0 && errno != EINTR) relay_io::throw_errno("epoll_wait");
       now = Clock::now();
       for (int i = 0; i < n; ++i) {
         const uint64_t id = events[static_cast<std::size_t>(i)].data.u64;
@@ -178,15 +170,10 @@ class Relay {
   }
 
   void print_summary() const {
-    auto dir = [](const Stats& s) {
-      return "received " + std::to_string(s.received) + " forwarded " +
-             std::to_string(s.forwarded) + " lost " + std::to_string(s.lost) + " overflow " +
-             std::to_string(s.overflow) + " send_failed " + std::to_string(s.send_failed) +
-             " expired " + std::to_string(s.expired);
-    };
+    auto dir = [&](Dir d) { return describe(faults_.counts(d), stats_[d]); };
     std::fprintf(stderr,
                  "lossy_relay summary: to target: %s; to clients: %s; clients %zu evicted %llu\n",
-                 dir(stats_[kToTarget]).c_str(), dir(stats_[kToClient]).c_str(), clients_.size(),
+                 dir(kToTarget).c_str(), dir(kToClient).c_str(), clients_.size(),
                  static_cast<unsigned long long>(evicted_));
   }
 
@@ -197,25 +184,6 @@ class Relay {
     int fd = -1;  // connected to the target
     Clock::time_point last;
   };
-  struct Pending {
-    Clock::time_point due;
-    uint64_t seq = 0;
-    Dir dir = kToTarget;
-    uint64_t client = 0;
-    std::vector<char> data;
-  };
-  // std::*_heap builds a max-heap: "less" means "due later", so the front is the earliest.
-  static bool later(const Pending& a, const Pending& b) {
-    return a.due != b.due ? a.due > b.due : a.seq > b.seq;
-  }
-
-  void watch(int fd, uint64_t id) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = id;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
-  }
-
   // The mapping for a client address, made on its first datagram; nullptr if no socket could be
   // made.
   Client* client_for(const Addr& from, Clock::time_point now) {
@@ -239,7 +207,7 @@ class Relay {
       return nullptr;
     }
     const uint64_t id = next_id_++;
-    watch(fd, id);
+    relay_io::watch(epoll_fd_, fd, id);
     by_addr_.emplace(key, id);
     Client& c = clients_[id];
     c.id = id;
@@ -279,14 +247,14 @@ class Relay {
           spdlog::warn("recvfrom on the listen socket: {}", std::strerror(errno));
         return;
       }
-      ++stats_[kToTarget].received;
       Client* c = client_for(from, now);
       if (c == nullptr) {
         ++stats_[kToTarget].send_failed;
         continue;
       }
       c->last = now;
-      enqueue(kToTarget, c->id, static_cast<std::size_t>(n), now);
+      faults_.offer(kToTarget, c->id, std::span(buf_.data(), static_cast<std::size_t>(n)),
+                    ns_of(now));
     }
   }
 
@@ -301,44 +269,16 @@ class Relay {
           spdlog::warn("recv from {}: {}", to_string(p_.target), std::strerror(errno));
         return;
       }
-      ++stats_[kToClient].received;
       it->second.last = now;
-      enqueue(kToClient, id, static_cast<std::size_t>(n), now);
+      faults_.offer(kToClient, id, std::span(buf_.data(), static_cast<std::size_t>(n)), ns_of(now));
     }
-  }
-
-  // Loses the datagram in buf_ with probability p_.loss, else queues it for its due time.
-  void enqueue(Dir dir, uint64_t client, std::size_t size, Clock::time_point now) {
-    Stats& s = stats_[dir];
-    if (p_.loss > 0 && unit_(rng_) < p_.loss) {
-      ++s.lost;
-      return;
-    }
-    if (queue_.size() >= p_.max_queued || queued_bytes_ + size > kMaxQueuedBytes) {
-      ++s.overflow;
-      return;
-    }
-    double delay = p_.delay_us;
-    if (p_.jitter_us > 0) delay += (2 * unit_(rng_) - 1) * p_.jitter_us;
-    Pending d;
-    d.due = now + std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, delay)));
-    d.seq = seq_++;
-    d.dir = dir;
-    d.client = client;
-    d.data.assign(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(size));
-    queued_bytes_ += size;
-    queue_.push_back(std::move(d));
-    std::push_heap(queue_.begin(), queue_.end(), later);
   }
 
   void deliver_due(Clock::time_point now) {
-    while (!queue_.empty() && queue_.front().due <= now) {
-      std::pop_heap(queue_.begin(), queue_.end(), later);
-      Pending d = std::move(queue_.back());
-      queue_.pop_back();
-      queued_bytes_ -= d.data.size();
-      Stats& s = stats_[d.dir];
-      auto it = clients_.find(d.client);
+    FaultQueue::Packet d;
+    while (faults_.pop_due(ns_of(now), d)) {
+      SendCounts& s = stats_[d.dir];
+      auto it = clients_.find(d.key);
       if (it == clients_.end()) {  // the mapping was evicted while the datagram waited
         ++s.expired;
         continue;
@@ -355,72 +295,109 @@ class Relay {
   }
 
   Params p_;
-  std::mt19937_64 rng_;
-  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+  FaultQueue faults_;
   std::vector<char> buf_;
   int signal_fd_ = -1, epoll_fd_ = -1, listen_fd_ = -1;
   bool stop_ = false;
   std::unordered_map<std::string, uint64_t> by_addr_;  // "host:port" of a client -> its id
   std::unordered_map<uint64_t, Client> clients_;
   uint64_t next_id_ = 2;
-  std::vector<Pending> queue_;  // a heap, earliest due first
-  std::size_t queued_bytes_ = 0;
-  uint64_t seq_ = 0;
-  std::array<Stats, 2> stats_{};
+  std::array<SendCounts, 2> stats_{};
   uint64_t evicted_ = 0;
 };
 
 constexpr const char* kSummary =
-    "UDP relay that loses and delays datagrams (a userspace stand-in for tc netem).\n"
-    "Clients send to --listen; each datagram goes on to --target from a socket of that client's\n"
-    "own, and replies come back to the client. Each direction drops a datagram with probability\n"
-    "--loss percent and delays the others by --delay-ms +- --jitter-ms (uniform). Prints\n"
-    "'listening on ADDRESS' once bound; on SIGTERM/SIGINT prints one summary line on stderr\n"
-    "(received, forwarded, lost, overflow, send_failed, expired, per direction) and exits 0.";
+    "A userspace stand-in for tc netem: loses, duplicates, reorders and delays packets.\n"
+    "UDP mode (--listen, --target): clients send to --listen; each datagram goes on to --target\n"
+    "from a socket of that client's own, and replies come back to the client.\n"
+    "Link mode (--link A,B): every Ethernet frame arriving on interface A goes out on B and the\n"
+    "reverse (AF_PACKET; root; both interfaces in this namespace, for instance a veth end taken\n"
+    "out of a bridge and a new veth pair into it): everything on that link goes through.\n"
+    "Each direction drops a packet with probability --loss percent, sends a kept one twice with\n"
+    "probability --duplicate, sends it at once (ahead of the delayed ones) with probability\n"
+    "--reorder, and delays the others by --delay-ms +- --jitter-ms (uniform). Prints\n"
+    "'listening on ADDRESS' (UDP) or 'relaying A <-> B' (link) once ready; on SIGTERM/SIGINT\n"
+    "prints one summary line on stderr (per direction: received, forwarded, lost, duplicated,\n"
+    "reordered, overflow, send_failed, expired) and exits 0.";
+
+double percent(const Options& opts, const char* name) {
+  const double v = opts.get<double>(name);
+  if (!(v >= 0 && v <= 100))
+    throw UsageError(std::string("--") + name + " must be between 0 and 100");
+  return v / 100;
+}
+
+double milliseconds(const Options& opts, const char* name) {
+  const double v = opts.get<double>(name);
+  if (!(v >= 0 && v <= 3.6e6))
+    throw UsageError(std::string("--") + name + " must be between 0 and 3600000");
+  return v;
+}
 
 int relay_main(int argc, char** argv) {
   Options opts("lossy_relay", kSummary);
-  opts.add()("listen", po::value<std::string>()->required(),
-             "HOST:PORT the clients send to (port 0: any)")(
-      "target", po::value<std::string>()->required(), "HOST:PORT the datagrams are relayed to")(
-      "loss", po::value<double>()->default_value(0),
-      "percent of datagrams dropped, each direction")(
-      "delay-ms", po::value<double>()->default_value(0), "delay of each datagram, milliseconds")(
+  opts.add()("listen", po::value<std::string>(),
+             "UDP mode: HOST:PORT the clients send to (port 0: any)")(
+      "target", po::value<std::string>(), "UDP mode: HOST:PORT the datagrams are relayed to")(
+      "link", po::value<std::string>(), "link mode: IFACE_A,IFACE_B, the two interfaces to join")(
+      "loss", po::value<double>()->default_value(0), "percent of packets dropped, each direction")(
+      "duplicate", po::value<double>()->default_value(0), "percent of kept packets sent twice")(
+      "reorder", po::value<double>()->default_value(0),
+      "percent of kept packets sent at once, ahead of the delayed ones (needs --delay-ms)")(
+      "delay-ms", po::value<double>()->default_value(0), "delay of each packet, milliseconds")(
       "jitter-ms", po::value<double>()->default_value(0),
       "the delay varies uniformly by +- this many milliseconds")("seed", po::value<uint64_t>(),
                                                                  "random seed (default: random)")(
-      "max-clients", po::value<std::size_t>()->default_value(4096), "client mappings kept at most")(
+      "max-clients", po::value<std::size_t>()->default_value(4096),
+      "UDP mode: client mappings kept at most")(
       "max-queued", po::value<std::size_t>()->default_value(100000),
-      "datagrams waiting at most (beyond: dropped, counted as overflow)")(
+      "packets waiting at most (beyond: dropped, counted as overflow)")(
       "idle-timeout-s", po::value<double>()->default_value(30),
-      "a client mapping idle this long is evicted");
+      "UDP mode: a client mapping idle this long is evicted");
   if (auto code = opts.parse(argc, argv)) return *code;
 
   Params p;
-  p.loss = opts.get<double>("loss") / 100;
-  if (!(p.loss >= 0 && p.loss <= 1)) throw UsageError("--loss must be between 0 and 100");
-  const double delay = opts.get<double>("delay-ms"), jitter = opts.get<double>("jitter-ms");
-  if (!(delay >= 0 && delay <= 3.6e6)) throw UsageError("--delay-ms must be between 0 and 3600000");
-  if (!(jitter >= 0 && jitter <= 3.6e6))
-    throw UsageError("--jitter-ms must be between 0 and 3600000");
-  p.delay_us = delay * 1000;
-  p.jitter_us = jitter * 1000;
+  FaultParams& f = p.faults;
+  f.loss = percent(opts, "loss");
+  f.duplicate = percent(opts, "duplicate");
+  f.reorder = percent(opts, "reorder");
+  const double delay = milliseconds(opts, "delay-ms"), jitter = milliseconds(opts, "jitter-ms");
+  f.delay_ns = static_cast<int64_t>(delay * 1e6);
+  f.jitter_ns = static_cast<int64_t>(jitter * 1e6);
+  if (f.reorder > 0 && f.delay_ns == 0)
+    throw UsageError("--reorder needs --delay-ms (what the others wait)");
+  f.max_queued = opts.get<std::size_t>("max-queued");
+  f.seed = opts.has("seed") ? opts.get<uint64_t>("seed") : std::random_device{}();
   p.max_clients = opts.get<std::size_t>("max-clients");
-  p.max_queued = opts.get<std::size_t>("max-queued");
-  if (p.max_clients == 0 || p.max_queued == 0)
+  if (p.max_clients == 0 || f.max_queued == 0)
     throw UsageError("--max-clients and --max-queued must be > 0");
   const double idle = opts.get<double>("idle-timeout-s");
   if (!(idle > 0 && idle <= 86400))
     throw UsageError("--idle-timeout-s must be between 0 and 86400");
   p.idle = std::chrono::milliseconds(static_cast<int64_t>(idle * 1000));
-  p.seed = opts.has("seed") ? opts.get<uint64_t>("seed") : std::random_device{}();
+  const std::string faults =
+      fmt::format("loss {}%, duplicate {}%, reorder {}%, delay {} ms +- {} ms, seed {}",
+                  f.loss * 100, f.duplicate * 100, f.reorder * 100, delay, jitter, f.seed);
+
+  if (opts.has("link")) {
+    if (opts.has("listen") || opts.has("target"))
+      throw UsageError("--link is a mode of its own: no --listen or --target with it");
+    const std::string link = opts.get<std::string>("link");
+    const auto comma = link.find(',');
+    if (comma == std::string::npos || comma == 0 || comma + 1 == link.size() ||
+        link.find(',', comma + 1) != std::string::npos) {
+      throw UsageError("--link wants two interface names, IFACE_A,IFACE_B");
+    }
+    return run_link_relay(link.substr(0, comma), link.substr(comma + 1), f, faults);
+  }
+  if (!opts.has("listen") || !opts.has("target"))
+    throw UsageError("give --listen and --target (UDP mode) or --link (link mode)");
   p.listen = resolve(opts.get<std::string>("listen"), "--listen");
   p.target = resolve(opts.get<std::string>("target"), "--target");
 
   Relay relay(p);
   const std::string where = to_string(relay.bound());
-  spdlog::info("relaying {} -> {}: loss {}%, delay {} ms +- {} ms, seed {}", where,
-               to_string(p.target), p.loss * 100, delay, jitter, p.seed);
+  spdlog::info("relaying {} -> {}: {}", where, to_string(p.target), faults);
   announce_listening(where);
   relay.run();
   relay.print_summary();
