@@ -84,6 +84,10 @@ inline constexpr MetricDef kImportRecordsTotal{
 inline constexpr MetricDef kRepairsSkippedDeletedTotal{
     "imhash_repairs_skipped_deleted_total", Type::kCounter,
     "read repairs not stored because the id was deleted during a move"};
+inline constexpr MetricDef kWritesSupersededTotal{
+    "imhash_writes_superseded_total", Type::kCounter,
+    "writes not applied because a write of the same id made after them had been applied already "
+    "(they arrived late: held for this server, or delayed on another connection)"};
 inline constexpr MetricDef kTombstones{"imhash_tombstones", Type::kGauge,
                                        "deletes remembered while ids may still be moving"};
 inline constexpr MetricDef kNotReadyTotal{

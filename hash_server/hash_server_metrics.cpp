@@ -52,6 +52,7 @@ void HashServer::render_metrics(MetricsText& m) const {
     }
     m.add(hm::kRepairsSkippedDeletedTotal, static_cast<double>(s.counters.repairs_skipped_deleted),
           shard);
+    m.add(hm::kWritesSupersededTotal, static_cast<double>(s.counters.writes_superseded), shard);
     m.add(hm::kTombstones, static_cast<double>(s.tombstones), shard);
     m.add(hm::kNotReadyTotal, static_cast<double>(s.counters.not_ready), shard);
     m.add(hm::kTombstonesDroppedTotal, static_cast<double>(s.counters.tombstones_dropped), shard);

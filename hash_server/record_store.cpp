@@ -238,11 +238,11 @@ bool RecordStore::insert_if_absent(uint64_t id, const Endpoint& endpoint, uint32
 }
 
 RecordStore::Merge RecordStore::upsert_if_newer(uint64_t id, const Endpoint& endpoint,
-                                                uint32_t last_seen) {
+                                                uint32_t last_seen, uint32_t keep_from) {
   const uint64_t h = hash_of(id);
   const Table& t = table_of(h);
   if (const uint32_t i = find(t, id, h); i != kNone) {
-    if (record_at(t, i).last_seen >= last_seen) return Merge::kKeptNewer;
+    if (record_at(t, i).last_seen >= keep_from) return Merge::kKeptNewer;
     write_slot(t, i, id, h, endpoint, last_seen);
     return Merge::kReplaced;
   }
@@ -276,6 +276,18 @@ bool RecordStore::get(uint64_t id, Record& out) const {
   if (i == kNone) return false;
   out = record_at(t, i);
   return true;
+}
+
+RecordStore::Erase RecordStore::erase_unless_seen_from(uint64_t id, uint32_t keep_from) {
+  const uint64_t h = hash_of(id);
+  const Table& t = table_of(h);
+  const uint32_t i = find(t, id, h);
+  if (i == kNone) return Erase::kAbsent;
+  if (record_at(t, i).last_seen >= keep_from) return Erase::kKeptNewer;
+  Segment& s = *segments_[t.segment];
+  erase_at(s, i);
+  maybe_shrink(s);
+  return Erase::kErased;
 }
 
 bool RecordStore::erase(uint64_t id) {

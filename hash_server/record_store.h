@@ -166,7 +166,16 @@ class RecordStore {
   // Stores unless the id's record was seen at `last_seen` or later (a streamed copy never
   // overwrites a newer write); one probe.
   enum class Merge : uint8_t { kInserted, kReplaced, kKeptNewer };
-  Merge upsert_if_newer(uint64_t id, const Endpoint& endpoint, uint32_t last_seen);
+  Merge upsert_if_newer(uint64_t id, const Endpoint& endpoint, uint32_t last_seen) {
+    return upsert_if_newer(id, endpoint, last_seen, last_seen);
+  }
+  // The same, keeping a record seen at `keep_from` or later (a write known to the second only:
+  // kept when the record's second began after it was made).
+  Merge upsert_if_newer(uint64_t id, const Endpoint& endpoint, uint32_t last_seen,
+                        uint32_t keep_from);
+  // Erases unless the id's record was seen at `keep_from` or later; one probe.
+  enum class Erase : uint8_t { kErased, kAbsent, kKeptNewer };
+  Erase erase_unless_seen_from(uint64_t id, uint32_t keep_from);
   // Returns false when the id has no record.
   bool get(uint64_t id, Record& out) const;
   // Returns false when the id had no record.

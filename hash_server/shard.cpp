@@ -4,6 +4,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ssl.hpp>
+#include <chrono>
 #include <ctime>
 
 #include "common/codec/endpoint.h"
@@ -22,6 +23,11 @@ namespace {
 constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
 
 uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
+uint64_t unix_now_ms() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
 
 const char* purge_name(PurgeAction action) {
   return action == PurgeAction::kAll        ? "all"
@@ -306,13 +312,13 @@ asio::awaitable<void> Shard::serve(Stream stream, std::vector<uint8_t> leftover,
     DecodeStatus st;
     {
       const TurnTimer turn(turns_);  // one turn: this buffer's batch of requests
-      const uint32_t now = unix_now();
-      conn.last_active_s = now;
+      const uint64_t now_ms = unix_now_ms();
+      conn.last_active_s = static_cast<uint32_t>(now_ms / 1000);
       core_.set_serving_figures(connections_.size(), turns_.longest_ns);
       st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {
         if (prefetched == 0) prefetched = core_.prefetch_records(in.data());
         prefetched -= std::min(prefetched, size_t{4} + h.length);
-        if (!core_.handle(h, body, out, now)) {
+        if (!core_.handle(h, body, out, now_ms)) {
           malformed = true;
           return false;
         }

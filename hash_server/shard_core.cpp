@@ -50,9 +50,10 @@ size_t ShardCore::prefetch_records(std::span<const uint8_t> frames) const {
 }
 
 bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out,
-                       uint32_t now_s) {
+                       uint64_t now_ms) {
   IMHASH_ON_OWNER_THREAD(thread_check_.owned());
-  now_ = now_s;
+  now_ms_ = now_ms;
+  now_ = static_cast<uint32_t>(now_ms / 1000);
   Request& q = request_;
   if (decode_request(h, body, q) != DecodeStatus::kOk) return false;
   Response r{.type = q.type,
@@ -86,6 +87,9 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
       break;
     case FrameType::kUpsert: {
       ++counters_.upserts;
+      // A timed write (kFlagTimed) says when it was made: that decides whether a write applied
+      // here already supersedes it.
+      const bool timed = (q.flags & kFlagTimed) != 0;
       const uint32_t seen = now_ >= q.age_seconds ? now_ - q.age_seconds : 0;
       if (q.flags & kFlagIfAbsent) {
         // A read repair copies the old owner's record; if the user logged out meanwhile, the
@@ -95,9 +99,14 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
         } else {
           store_.insert_if_absent(q.id, q.endpoint.unmapped(), seen);
         }
+      } else if (timed) {
+        if (!upsert_timed(q.id, q.endpoint.unmapped(), made_at(q.age_seconds))) {
+          ++counters_.writes_superseded;
+        }
       } else {
         if (!tombstones_.empty()) tombstones_.erase(q.id);  // logged in again
         store_.upsert(q.id, q.endpoint.unmapped(), seen);
+        recent_write(q.id) = RecentWrite{q.id, now_ms_};
       }
       break;
     }
@@ -126,11 +135,21 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
       }
       break;
     }
-    case FrameType::kDelete:
+    case FrameType::kDelete: {
       ++counters_.deletes;
+      const bool timed = (q.flags & kFlagTimed) != 0;
+      const auto erased =
+          timed ? erase_timed(q.id, made_at(q.age_seconds))
+                : (store_.erase(q.id) ? RecordStore::Erase::kErased : RecordStore::Erase::kAbsent);
+      if (erased == RecordStore::Erase::kKeptNewer) {
+        ++counters_.writes_superseded;  // a login made after the logout: the record stays
+        break;
+      }
+      if (!timed) recent_write(q.id) = RecentWrite{q.id, now_ms_};
       remember_delete(q.id, q);
-      if (!store_.erase(q.id)) r.status = FrameStatus::kNotFound;
+      if (erased == RecordStore::Erase::kAbsent) r.status = FrameStatus::kNotFound;
       break;
+    }
     case FrameType::kImport:
       handle_import(q);
       break;
@@ -146,6 +165,39 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
   }
   append_response(r, out);
   return true;
+}
+
+// A timed write is compared with the id's latest write here to the millisecond while the table of
+// recent writes still has it; else with the record's last seen second, which supersedes it when
+// that second began after the write was made (within it the order is unknown: the write, which
+// arrived later, is applied). One probe of the store either way.
+bool ShardCore::upsert_timed(uint64_t id, const Endpoint& endpoint, uint64_t made_ms) {
+  const auto seen = static_cast<uint32_t>(made_ms / 1000);
+  RecentWrite& latest = recent_write(id);
+  if (latest.id == id && latest.made_ms != 0) {
+    if (latest.made_ms > made_ms) return false;
+    store_.upsert(id, endpoint, seen);
+  } else if (store_.upsert_if_newer(id, endpoint, seen, seen + 1) ==
+             RecordStore::Merge::kKeptNewer) {
+    return false;
+  }
+  if (!tombstones_.empty()) tombstones_.erase(id);  // logged in again
+  latest = RecentWrite{id, made_ms};
+  return true;
+}
+
+RecordStore::Erase ShardCore::erase_timed(uint64_t id, uint64_t made_ms) {
+  RecentWrite& latest = recent_write(id);
+  RecordStore::Erase erased;
+  if (latest.id == id && latest.made_ms != 0) {
+    if (latest.made_ms > made_ms) return RecordStore::Erase::kKeptNewer;
+    erased = store_.erase(id) ? RecordStore::Erase::kErased : RecordStore::Erase::kAbsent;
+  } else {
+    erased = store_.erase_unless_seen_from(id, static_cast<uint32_t>(made_ms / 1000) + 1);
+    if (erased == RecordStore::Erase::kKeptNewer) return erased;
+  }
+  latest = RecentWrite{id, made_ms};  // a delete too: a login made before it stays out
+  return erased;
 }
 
 bool ShardCore::placed_elsewhere(uint64_t id, uint64_t sender_version) const {

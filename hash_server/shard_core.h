@@ -15,6 +15,7 @@
 // monotonic nanosecond count (`now_ns`) for the stream's pacing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,6 +45,7 @@ struct ShardCounters {
   uint64_t repairs_skipped_deleted = 0;  // read repairs of ids deleted during a move
   uint64_t tombstones_dropped = 0;       // deletes not remembered: the tombstone set was full
   uint64_t not_ready = 0;                // GET misses answered NOT_READY while being refilled
+  uint64_t writes_superseded = 0;        // timed writes (kFlagTimed) not applied: a later one was
 };
 
 // Something the adapter logs: the core decides what happened, the adapter words it.
@@ -110,14 +112,19 @@ class ShardCore {
   bool has_effects() const { return !effects_.empty(); }
   Effects take_effects();
 
+  // Where the table of recent writes keeps `id` (one entry an id; ids share entries).
+  static size_t recent_write_slot(uint64_t id) {
+    return static_cast<size_t>((id * 0x9E3779B97F4A7C15ULL) >> 48);  // 16 bits: 65,536 entries
+  }
+
   // ---- requests ---------------------------------------------------------------------------
   // Prefetches the record slots of the keyed requests among the first frames of `frames` (up to
   // kPrefetchBatch); returns the size of the frames it looked at, 0 if the first is incomplete.
   size_t prefetch_records(std::span<const uint8_t> frames) const;
   // Decodes and answers one request into `out`; returns false when the frame is malformed (the
-  // adapter closes the link). `now_s`: Unix seconds when the batch was read.
+  // adapter closes the link). `now_ms`: Unix milliseconds when the batch was read.
   bool handle(const frame::Header& h, std::span<const uint8_t> body, std::vector<uint8_t>& out,
-              uint32_t now_s);
+              uint64_t now_ms);
   // Figures of the adapter a STATS request reports (connections open, the longest turn).
   void set_serving_figures(uint64_t connections, uint64_t longest_turn_ns) {
     connections_ = connections;
@@ -178,6 +185,18 @@ class ShardCore {
   void handle_import(const frame::Request& q);
   // Deletes are remembered (tombstones) while a move may still bring the id back.
   void remember_delete(uint64_t id, const frame::Request& q);
+  // A timed write (kFlagTimed) made at `made_ms` (Unix ms): applied unless a write of the id made
+  // later was applied already; false when superseded.
+  bool upsert_timed(uint64_t id, const Endpoint& endpoint, uint64_t made_ms);
+  RecordStore::Erase erase_timed(uint64_t id, uint64_t made_ms);
+  // When a timed write was made (Unix ms, never 0: 0 marks an empty entry), from the low 32 bits
+  // the frame carries: the time within 24 days before now (one in the future — a login server's
+  // clock ahead of ours — counts as now).
+  uint64_t made_at(uint32_t made_low) const {
+    const uint32_t age = static_cast<uint32_t>(now_ms_) - made_low;
+    return age < (1u << 31) && now_ms_ > age ? now_ms_ - age : std::max<uint64_t>(now_ms_, 1);
+  }
+
   // Our table is at least as new as `sender_version` and does not place `id` on this server.
   bool placed_elsewhere(uint64_t id, uint64_t sender_version) const;
   // On a new table: tombstones of ids it places elsewhere go (their owner remembers its deletes).
@@ -246,7 +265,18 @@ class ShardCore {
   bool filling_ = false;  // set_filling
   bool had_table_ = false;
   bool stopped_ = false;
-  uint32_t now_ = 0;                                // Unix seconds of the batch being handled
+  uint32_t now_ = 0;     // Unix seconds of the batch being handled
+  uint64_t now_ms_ = 0;  // ... in milliseconds (handle only)
+  // When the latest writes applied here were made (Unix ms; a timed write's from its age), by id,
+  // direct-mapped: a timed write is compared with the id's latest one to the millisecond while
+  // that one is still here, to the record's second after (upsert_timed). A delete is remembered
+  // too, so a login made before it does not bring the user back.
+  struct RecentWrite {
+    uint64_t id = 0, made_ms = 0;  // made_ms 0: empty
+  };
+  static constexpr size_t kRecentWrites = 65536;  // 1 MiB a shard
+  std::vector<RecentWrite> recent_writes_ = std::vector<RecentWrite>(kRecentWrites);
+  RecentWrite& recent_write(uint64_t id) { return recent_writes_[recent_write_slot(id)]; }
   uint64_t connections_ = 0, longest_turn_ns_ = 0;  // set_serving_figures
   // The request being handled, reused: decode_request sets every field, and a Request built per
   // frame cost a 120-byte reset each time (handle is not re-entered).

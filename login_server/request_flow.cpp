@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace imhash {
 
@@ -118,6 +119,7 @@ void RequestFlow::on_datagram(std::span<const uint8_t> datagram, const ClientAdd
   r.client = from;
   r.type = plan.frame_type;
   r.received_ns = now_ns;
+  r.made_ns = now_ns;
   if (r.type != FrameType::kGet) {
     r.write_seq = ++writes_;
     latest_writes_[r.ask.user_id & (kLatestWrites - 1)] = {r.ask.user_id, r.write_seq};
@@ -140,7 +142,7 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
       release(index);
       return;
     case Request::Stage::kUnsettled:  // answered after all (the flow's own deadline came first)
-      settle_answered(index, response, now_ns, out);
+      settle_answered(index, response, out);
       return;
     case Request::Stage::kReplicaWrite:
       if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound) {
@@ -151,7 +153,7 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
         if (delete_left_copy(index, response.table_version, out)) return;
         // The answering copy retries on MOVED and sends the copies again; but it may have been
         // taken under the older table, and then this member would never get the write.
-        hold_until_table(index, response.table_version, now_ns);
+        hold_until_table(index, response.table_version);
       }
       release(index);
       return;
@@ -234,7 +236,7 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
     on_lost(token, now_ns);
     return;
   }
-  if (status == Status::kUnavailable) hold_again(index, now_ns);
+  if (status == Status::kUnavailable) hold_again(index);
   if (read_next_member(index, now_ns, out)) return;
   if (status == Status::kUnavailable && write_next_member(index, now_ns, out)) return;
   if (status == Status::kTimeout && keep_unsettled(index, now_ns, out)) return;
@@ -273,7 +275,7 @@ void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
       continue;
     }
     const size_t before = hint_queues_.size();
-    replay_hints(LinkTarget{info, static_cast<uint32_t>(s), q.shard}, now_ns, out);
+    replay_hints(LinkTarget{info, static_cast<uint32_t>(s), q.shard}, out);
     if (hint_queues_.size() == before) ++i;  // else this queue emptied and was erased
   }
 }
@@ -300,6 +302,15 @@ void RequestFlow::send(uint32_t index, const LinkTarget& target, uint64_t table_
     a.frame.endpoint = r.ask.endpoint;
     a.frame.age_seconds = r.age_seconds;
   }
+  if (r.made_ns != 0 && r.flags == 0 && r.type != FrameType::kGet) {
+    // A client's write says when it was made (Unix milliseconds, the low 32 bits): the member
+    // keeps a write of the user made after it, which another connection may have brought first
+    // (another thread or login server, a write held for the member, a connection slowed by loss
+    // or a member frozen with frames in its socket). A time, not an age: an age is stale by the
+    // time a queued frame is read.
+    a.frame.flags |= frame::kFlagTimed;
+    a.frame.age_seconds = static_cast<uint32_t>((r.made_ns + wall_offset_ns_) / 1'000'000);
+  }
   a.token = token_of(index);
   Request& sent = slots_[index];
   ++sent.sends;
@@ -325,7 +336,7 @@ void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {
   LinkTarget target;
   for (; first < set.size; ++first) {
     target = member_target(set.routes[first]);
-    if (ready(target, now_ns, out)) break;
+    if (ready(target, out)) break;
   }
   if (first == set.size) {
     // Down, or as many requests in flight as we allow: fail fast rather than queue without bound.
@@ -338,11 +349,11 @@ void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {
   if (first > 0 && sent.type == FrameType::kGet) ++counters_.replica_reads;
   send(index, target, router_->version(), out);
   arm_hedge(index, now_ns);
-  if (sent.type != FrameType::kGet) write_replicas(index, set, first, now_ns, out);
+  if (sent.type != FrameType::kGet) write_replicas(index, set, first, out);
 }
 
 void RequestFlow::write_replicas(uint32_t index, const ReplicaSet& set, uint32_t answering,
-                                 int64_t now_ns, FlowActions& out) {
+                                 FlowActions& out) {
   // Every other member gets its own copy, which nobody waits for: the client's answer is the
   // `answering` member's. A member out of reach, or with writes already held for it, gets it held
   // (a hint), to be sent in order once its link is back. Copies of old-copy deletes and repairs
@@ -350,8 +361,8 @@ void RequestFlow::write_replicas(uint32_t index, const ReplicaSet& set, uint32_t
   for (uint32_t i = 0; i < set.size; ++i) {
     if (i == answering) continue;
     const LinkTarget target = member_target(set.routes[i]);
-    if (!ready(target, now_ns, out)) {
-      if (slots_[index].flags == 0) hold(target, slots_[index], now_ns);
+    if (!ready(target, out)) {
+      if (slots_[index].flags == 0) hold(target, slots_[index]);
       continue;
     }
     const uint32_t copy = copy_of(index);
@@ -377,7 +388,7 @@ bool RequestFlow::read_next_member(uint32_t index, int64_t now_ns, FlowActions& 
     const LinkTarget target = member_target(set.routes[i]);
     // Not one with writes held for it: it has not had them yet (ready() sends them first, and
     // may add slots: `r` is not used after it).
-    if (!ready(target, now_ns, out)) continue;
+    if (!ready(target, out)) continue;
     slots_[index].member = static_cast<uint8_t>(i);
     ++counters_.replica_reads;
     send(index, target, router_->version(), out);
@@ -401,7 +412,7 @@ bool RequestFlow::write_next_member(uint32_t index, int64_t now_ns, FlowActions&
   const ReplicaSet set = router_->replica_set(r.ask.user_id);
   for (uint32_t i = r.member + 1u; i < set.size; ++i) {
     const LinkTarget target = member_target(set.routes[i]);
-    if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
+    if (!ready(target, out)) continue;  // may add slots: `r` is not used after it
     slots_[index].member = static_cast<uint8_t>(i);
     send(index, target, router_->version(), out);
     arm_hedge(index, now_ns);
@@ -430,6 +441,7 @@ uint32_t RequestFlow::copy_of(uint32_t index) {
   c.ask = from.ask;
   c.type = from.type;
   c.write_seq = from.write_seq;
+  c.made_ns = from.made_ns;
   return next;
 }
 
@@ -524,7 +536,7 @@ void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
   for (uint32_t i = from; i < set.size; ++i) {
     const LinkTarget target = member_target(set.routes[i]);
     if (waiting.server && same_link(target, waiting)) continue;
-    if (!ready(target, now_ns, out)) continue;  // may add slots: `r` is not used after it
+    if (!ready(target, out)) continue;  // may add slots: `r` is not used after it
     const uint32_t next = take_over(t.index);
     Request& first = slots_[t.index];
     slots_[next].stage = first.stage;

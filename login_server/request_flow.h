@@ -128,6 +128,12 @@ class RequestFlow {
   // Answers TIMEOUT to parked requests whose wait is over, and sends the writes held for
   // replicas whose links are back.
   void tick(int64_t now_ns, FlowActions& out);
+  // The adapter's Unix clock minus its monotonic one (the clock of every now_ns), so that writes
+  // say when they were made in Unix time (kFlagTimed), which members compare across login
+  // servers. Set before the first request and then now and again (a clock step moves it).
+  void set_wall_clock_offset(int64_t unix_minus_monotonic_ns) {
+    wall_offset_ns_ = unix_minus_monotonic_ns;
+  }
   // Writes held for replicas out of reach (hints), over all of them.
   size_t hints() const;
   // Adds the writes held for each server, by name (summed over its shards), to `out`.
@@ -172,10 +178,13 @@ class RequestFlow {
     uint8_t earlier_member = 0;  // ... and the next member of its replica set
     uint8_t member = 0;          // kFirst/kNewDelete: the member of the current set it went to
     uint32_t age_seconds = 0;    // kRepair: the age of the record copied
-    int64_t received_ns = 0;     // for the latency histogram (0: a repair)
-    uint32_t generation = 0;     // of the slot, so a stale token finds nothing
-    uint32_t sends = 0;          // frames sent so far: a timer set at one send finds it moved on
-    uint64_t write_seq = 0;      // a client's write: its place among this flow's writes
+    // A client's write, and its copies and holds: when its datagram arrived. Sent as the write's
+    // age (kFlagTimed), so a member applies writes of one user in the order they were made.
+    int64_t made_ns = 0;
+    int64_t received_ns = 0;  // for the latency histogram (0: a repair)
+    uint32_t generation = 0;  // of the slot, so a stale token finds nothing
+    uint32_t sends = 0;       // frames sent so far: a timer set at one send finds it moved on
+    uint64_t write_seq = 0;   // a client's write: its place among this flow's writes
     bool live = false;
     // The link it was last sent on: its server's index in table `link_version` (kNotCurrent: a
     // server only an earlier table has) and shard. A write whose frame never reached the server
@@ -251,8 +260,7 @@ class RequestFlow {
     frame::FrameType type = frame::FrameType::kUpsert;
     uint64_t id = 0;
     Endpoint endpoint{};
-    uint32_t age_seconds = 0;  // of the write when it was held
-    int64_t held_ns = 0;
+    int64_t made_ns = 0;     // the write's (Request::made_ns)
     uint64_t write_seq = 0;  // of the write held: a later one replaces it, an earlier one not
   };
   struct HintQueue {
@@ -263,6 +271,7 @@ class RequestFlow {
   };
   static constexpr size_t kMaxHints = 262144;
 
+  int64_t wall_offset_ns_ = 0;  // set_wall_clock_offset
   uint32_t allocate();
   void release(uint32_t index);
   Request* find(uint64_t token);
@@ -308,8 +317,7 @@ class RequestFlow {
   bool try_fallback_read(uint32_t index, bool missed, int64_t now_ns, FlowActions& out);
   // A LOGOUT's copy answered MOVED by a server no longer placed on the id: its old copy deleted.
   bool delete_left_copy(uint32_t index, uint64_t their_version, FlowActions& out);
-  void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, int64_t now_ns,
-                      FlowActions& out);
+  void write_replicas(uint32_t index, const ReplicaSet& set, uint32_t from, FlowActions& out);
   // One server under two tables: the same name at the same address (the worker's links are per
   // name, address and shards).
   static bool same_server(const ServerInfo& a, const ServerInfo& b);
@@ -321,23 +329,22 @@ class RequestFlow {
   HintQueue* hints_for(const LinkTarget& target);
   bool held_for(const LinkTarget& target) const;
   // Holds `write` for `target`, unless a later write of the id (by write_seq) is held already.
-  void hold(const LinkTarget& target, const Request& write, int64_t now_ns);
+  void hold(const LinkTarget& target, const Request& write);
   // The write in slot `index` failed UNAVAILABLE on its link, or was lost with it after it timed
   // out: held for that member again.
-  void hold_again(uint32_t index, int64_t now_ns);
+  void hold_again(uint32_t index);
   // The copy in slot `index` was refused MOVED by a member running table `their_version`: held
   // for it until this flow runs that table, if that is newer than the one the copy went under.
-  void hold_until_table(uint32_t index, uint64_t their_version, int64_t now_ns);
+  void hold_until_table(uint32_t index, uint64_t their_version);
   // The link `r` was last sent on, as the current table has it (same server name, address and
   // shards; found through the table it was sent under, current or earlier), or none.
   LinkTarget sent_to_now(const Request& r) const;
   // Sends the target's held writes while its link has room, keeping `reserve` frames of it for
   // the caller; true when none is left.
-  bool replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
-                    uint32_t reserve = 0);
+  bool replay_hints(const LinkTarget& target, FlowActions& out, uint32_t reserve = 0);
   // A member a frame may go to now: its link takes frames and nothing is held for it (held
   // writes are sent first, leaving room for that frame).
-  bool ready(const LinkTarget& target, int64_t now_ns, FlowActions& out);
+  bool ready(const LinkTarget& target, FlowActions& out);
   bool read_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
   // After a client request's send: its hedge timer, when hedging applies to it.
   void arm_hedge(uint32_t index, int64_t now_ns);
@@ -358,8 +365,7 @@ class RequestFlow {
   bool keep_unsettled(uint32_t index, int64_t now_ns, FlowActions& out);
   // The kUnsettled write in slot `index` got its answer after all (on_late_answer, or on_answer
   // after the flow's own deadline).
-  void settle_answered(uint32_t index, const frame::Response& response, int64_t now_ns,
-                       FlowActions& out);
+  void settle_answered(uint32_t index, const frame::Response& response, FlowActions& out);
   FlowAction& reply_action(const ClientAddr& to, client::Status status, FlowActions& out);
   LinkTarget member_target(const Route& route) const;
 

@@ -19,7 +19,7 @@ void RequestFlow::on_settled(uint64_t token) {
   release(static_cast<uint32_t>(token));
 }
 
-void RequestFlow::on_lost(uint64_t token, int64_t now_ns) {
+void RequestFlow::on_lost(uint64_t token, int64_t /*now_ns*/) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   const Request* r = find(token);
   if (!r || r->stage != Request::Stage::kUnsettled) return;
@@ -28,20 +28,20 @@ void RequestFlow::on_lost(uint64_t token, int64_t now_ns) {
   // held for the member like a write whose link broke under it (the later write of the id by
   // sequence wins, so holding it cannot undo a newer one).
   ++counters_.writes_lost_after_timeout;
-  hold_again(index, now_ns);
+  hold_again(index);
   --unsettled_;
   release(index);
 }
 
-void RequestFlow::on_late_answer(uint64_t token, const frame::Response& response, int64_t now_ns,
-                                 FlowActions& out) {
+void RequestFlow::on_late_answer(uint64_t token, const frame::Response& response,
+                                 int64_t /*now_ns*/, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   const Request* r = find(token);
   if (!r || r->stage != Request::Stage::kUnsettled) return;
-  settle_answered(static_cast<uint32_t>(token), response, now_ns, out);
+  settle_answered(static_cast<uint32_t>(token), response, out);
 }
 
-void RequestFlow::settle_answered(uint32_t index, const frame::Response& response, int64_t now_ns,
+void RequestFlow::settle_answered(uint32_t index, const frame::Response& response,
                                   FlowActions& out) {
   --unsettled_;
   if (response.status == frame::FrameStatus::kMoved) {
@@ -50,7 +50,7 @@ void RequestFlow::settle_answered(uint32_t index, const frame::Response& respons
     need_table(response.table_version, out);
     slots_[index].stage = Request::Stage::kReplicaWrite;
     if (delete_left_copy(index, response.table_version, out)) return;
-    hold_until_table(index, response.table_version, now_ns);
+    hold_until_table(index, response.table_version);
   }
   release(index);
 }
@@ -105,7 +105,7 @@ RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
   return i < hint_queues_.size() ? &hint_queues_[i] : nullptr;
 }
 
-void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t now_ns) {
+void RequestFlow::hold(const LinkTarget& target, const Request& write) {
   HintQueue* q = hints_for(target);
   if (!q) {
     q = &hint_queues_.emplace_back();
@@ -122,8 +122,7 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
     ++counters_.hints_dropped;
     return;
   }
-  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.age_seconds,
-               now_ns,     write.write_seq};
+  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.made_ns, write.write_seq};
   if (it == q->hints.end()) {
     q->hints.emplace(write.ask.user_id, h);
   } else {
@@ -132,7 +131,7 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write, int64_t n
   ++counters_.hints_queued;
 }
 
-void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
+void RequestFlow::hold_again(uint32_t index) {
   // Writes only, with replicas only (one copy has no other to fall behind: the client, told
   // UNAVAILABLE, tries again), and only plain ones: old-copy deletes and repairs are best effort.
   // After a table change it is held for the same server if the table still has it (the change
@@ -141,10 +140,10 @@ void RequestFlow::hold_again(uint32_t index, int64_t now_ns) {
   const Request& r = slots_[index];
   if (r.type == FrameType::kGet || r.flags != 0 || !router_ || router_->replicas() == 1) return;
   const LinkTarget target = sent_to_now(r);
-  if (target.server) hold(target, r, now_ns);
+  if (target.server) hold(target, r);
 }
 
-void RequestFlow::hold_until_table(uint32_t index, uint64_t their_version, int64_t now_ns) {
+void RequestFlow::hold_until_table(uint32_t index, uint64_t their_version) {
   // Refused under a table no newer than the one it went under: the member does not hold the id
   // (a move streams the record to whoever does). Else it may hold it under the newer table too.
   // Nor when the table it names is ours already and leaves the member out of the id's set: the
@@ -161,7 +160,7 @@ void RequestFlow::hold_until_table(uint32_t index, uint64_t their_version, int64
       (version() >= their_version && !router_->holds(r.ask.user_id, target.current))) {
     return;
   }
-  hold_again(index, now_ns);
+  hold_again(index);
   if (HintQueue* q = hints_for(target)) {
     q->after_version = std::max(q->after_version, their_version);
   }
@@ -184,8 +183,7 @@ LinkTarget RequestFlow::sent_to_now(const Request& r) const {
   return LinkTarget{&now, static_cast<uint32_t>(i), r.link_shard};
 }
 
-bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowActions& out,
-                               uint32_t reserve) {
+bool RequestFlow::replay_hints(const LinkTarget& target, FlowActions& out, uint32_t reserve) {
   if (hint_queues_.empty()) return true;
   HintQueue* q = hints_for(target);
   if (!q) return true;
@@ -210,8 +208,7 @@ bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowAct
     c.type = h.type;
     c.write_seq = h.write_seq;
     c.stage = Request::Stage::kReplicaWrite;
-    // The record's age as it would be had the write arrived on time.
-    c.age_seconds = h.age_seconds + static_cast<uint32_t>((now_ns - h.held_ns) / 1'000'000'000);
+    c.made_ns = h.made_ns;  // sent with its age: the member keeps a write made after it
     ++counters_.hints_replayed;
     send(copy, target, router_->version(), out);
   }
@@ -220,8 +217,8 @@ bool RequestFlow::replay_hints(const LinkTarget& target, int64_t now_ns, FlowAct
   return true;
 }
 
-bool RequestFlow::ready(const LinkTarget& target, int64_t now_ns, FlowActions& out) {
-  return links_.can_send(target) && replay_hints(target, now_ns, out, /*reserve=*/1);
+bool RequestFlow::ready(const LinkTarget& target, FlowActions& out) {
+  return links_.can_send(target) && replay_hints(target, out, /*reserve=*/1);
 }
 
 bool RequestFlow::same_link(const LinkTarget& a, const LinkTarget& b) {

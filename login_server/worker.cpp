@@ -38,6 +38,7 @@ Worker::Worker(uint32_t index, const WorkerSettings& settings)
 Worker::~Worker() { join(); }
 
 void Worker::start(int udp_fd, asio::ip::udp protocol) {
+  flow_.set_wall_clock_offset(unix_minus_monotonic_ns());
   udp_.emplace(ctx_, protocol, udp_fd);
   asio::co_spawn(ctx_, receive_loop(), asio::detached);
   schedule_tick();
@@ -215,6 +216,7 @@ void Worker::schedule_tick() {
       l->tick(now);
       if (l->in_flight() == 0 && (!in_grace || stopping_)) l->close();
     }
+    flow_.set_wall_clock_offset(unix_minus_monotonic_ns());  // follows a step of the clock
     flow_.tick(now, actions_);
     execute();
     std::erase_if(retired_, [](const auto& l) { return l->finished(); });

@@ -18,6 +18,7 @@
 #include "common/codec/frame_protocol.h"
 #include "common/codec/stream_buffer.h"
 #include "common/routing/shard_map.h"
+#include "common/runtime/clock.h"
 #include "common/runtime/options.h"
 
 namespace asio = boost::asio;
@@ -115,11 +116,14 @@ asio::awaitable<void> drive(const BenchConfig& cfg, tcp::socket socket,
   for (uint64_t round = 0;
        (rounds == 0 || round < rounds) && std::chrono::steady_clock::now() < until; ++round) {
     out.clear();
+    const auto made_ms = static_cast<uint32_t>(unix_millis());  // kFlagTimed: Unix ms mod 2^32
     for (uint32_t i = 0; i < pipeline; ++i) {
       Request q{.type = type, .correlation = i, .id = ids[next++ % ids.size()]};
       if (type == FrameType::kUpsert) {
+        // As a login server writes: saying when the write was made.
+        q.flags = frame::kFlagTimed;
         q.endpoint = endpoint_of(q.id, cfg.ipv6);
-        if (q.id % 100 < cfg.aged_percent) q.age_seconds = kAgedSeconds;
+        q.age_seconds = made_ms - (q.id % 100 < cfg.aged_percent ? kAgedSeconds * 1000 : 0);
       }
       append_request(q, out);
     }

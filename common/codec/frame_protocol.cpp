@@ -217,8 +217,11 @@ DecodeStatus decode_request(const Header& h, std::span<const uint8_t> body, Requ
       if (!get_endpoint(r, out.endpoint)) return DecodeStatus::kBadBody;
       break;
     case FrameType::kGet:
+      out.id = r.u64();
+      break;
     case FrameType::kDelete:
       out.id = r.u64();
+      if (h.flags & kFlagTimed) out.age_seconds = r.u32();
       break;
     case FrameType::kPurge: {
       const uint8_t action = r.u8();
@@ -351,8 +354,11 @@ void append_request(const Request& q, std::vector<uint8_t>& out) {
       put_endpoint(a, q.endpoint);
       break;
     case FrameType::kGet:
+      a.u64(q.id);
+      break;
     case FrameType::kDelete:
       a.u64(q.id);
+      if (q.flags & kFlagTimed) a.u32(q.age_seconds);
       break;
     case FrameType::kPurge:
       a.u8(static_cast<uint8_t>(q.purge));

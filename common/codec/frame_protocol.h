@@ -72,6 +72,12 @@ enum FrameFlag : uint8_t {
   // GET NOT_FOUND response: the id was deleted here while ids may be moving (a tombstone), so no
   // earlier owner's copy is newer than that (no fallback read). Older login servers ignore it.
   kFlagDeleted = 0x10,
+  // UPSERT, DELETE: the write says when it was made: age_seconds then holds the low 32 bits of the
+  // Unix time in milliseconds when the login server received the client's request (a DELETE so
+  // flagged carries it after the id). The member applies it unless a write of the id made after it
+  // was applied there already: writes of one user reach a member by several connections (login
+  // servers, their threads, writes held for it and replayed), and arrive in any order.
+  kFlagTimed = 0x20,
 };
 
 // The handshake's sizes (common/security/link_auth.h): HELLO+kFlagAuth request: role (1) + client
@@ -147,9 +153,11 @@ struct Request {
   uint8_t flags = 0;
   uint32_t correlation = 0;
   uint64_t table_version = 0;
-  uint64_t id = 0;                // UPSERT, GET, DELETE
-  Endpoint endpoint{};            // UPSERT
-  uint32_t age_seconds = 0;       // UPSERT: age to record (read repair keeps it); PURGE kOlderThan
+  uint64_t id = 0;      // UPSERT, GET, DELETE
+  Endpoint endpoint{};  // UPSERT
+  uint32_t age_seconds =
+      0;  // UPSERT: age to record (read repair keeps it); PURGE
+          // kOlderThan. With kFlagTimed (UPSERT, DELETE): when made, Unix ms mod 2^32
   uint16_t protocol_version = 0;  // HELLO
   uint16_t shard = 0;             // HELLO: the shard this connection serves
   std::string_view name{};        // HELLO: the peer's name (points into the decoded bytes)

@@ -24,4 +24,10 @@ inline uint64_t unix_micros() {
 // The same in milliseconds: for times shown to operators (a purge's start, a history entry).
 inline uint64_t unix_millis() { return unix_micros() / 1000; }
 
+// The wall clock minus the monotonic one, in nanoseconds: turns a monotonic time into Unix time
+// (when a write was made, which other processes compare).
+inline int64_t unix_minus_monotonic_ns() {
+  return static_cast<int64_t>(unix_micros()) * 1000 - monotonic_ns();
+}
+
 }  // namespace imhash

@@ -78,6 +78,12 @@ std::vector<Request> sample_requests() {
                       .table_version = 8,
                       .id = ~0ULL});
   v.push_back(Request{.type = FrameType::kDelete, .correlation = 4, .id = 0});
+  Request timed_up = up;
+  timed_up.flags = kFlagTimed;
+  v.push_back(timed_up);
+  Request timed_delete{.type = FrameType::kDelete, .flags = kFlagTimed, .correlation = 4, .id = 77};
+  timed_delete.age_seconds = 61;
+  v.push_back(timed_delete);
   v.push_back(Request{.type = FrameType::kStats, .correlation = 5});
   Request purge{.type = FrameType::kPurge, .correlation = 6};
   purge.purge = PurgeAction::kOlderThan;
@@ -190,6 +196,31 @@ TEST_CASE("frame_protocol: golden bytes of an UPSERT and a GET reply") {
   const std::vector<uint8_t> want_get = {0, 0, 0, 0x1b, 3, 0, 0,    0,  0, 0, 0, 9, 0, 0, 0,   0,
                                          0, 0, 0, 1,    4, 1, 0xbb, 10, 0, 0, 2, 0, 0, 1, 0x2c};
   CHECK(buf == want_get);
+}
+
+TEST_CASE("frame_protocol: a timed DELETE carries its age after the id, a plain one does not") {
+  Request del{.type = FrameType::kDelete, .correlation = 1, .table_version = 2, .id = 3};
+  del.age_seconds = 7;  // not sent without kFlagTimed
+  std::vector<uint8_t> plain;
+  append_request(del, plain);
+  CHECK(plain.size() == 20 + 8);
+  del.flags = kFlagTimed;
+  std::vector<uint8_t> timed;
+  append_request(del, timed);
+  const std::vector<uint8_t> want = {0,    0, 0,    0x1c,              // length 28 = 16 + 12
+                                     0x04, 0, 0x20, 0,                 // DELETE, kFlagTimed
+                                     0,    0, 0,    1,                 // correlation
+                                     0,    0, 0,    0,    0, 0, 0, 2,  // table version
+                                     0,    0, 0,    0,    0, 0, 0, 3,  // id
+                                     0,    0, 0,    7};                // age
+  CHECK(timed == want);
+  // Without the age, a timed DELETE is malformed; a plain one with it is too.
+  auto short_timed = plain;
+  short_timed[6] = kFlagTimed;
+  CHECK(decode(short_timed) == frame::DecodeStatus::kBadBody);
+  auto long_plain = timed;
+  long_plain[6] = 0;
+  CHECK(decode(long_plain) == frame::DecodeStatus::kBadBody);
 }
 
 TEST_CASE("frame_protocol: a stream split into pieces of every size decodes the same") {

@@ -140,12 +140,16 @@ struct Harness {
   int64_t now = 1000 * kMs;
 };
 
+// `flags` as the frame carries them; by default none for a read and kFlagTimed for a client's
+// write (its copies and holds too), which says when it was made.
+constexpr uint8_t kPlain = 0xff;
 void check_send(const FlowAction& a, const std::string& server, FrameType type, uint64_t version,
-                uint8_t flags = 0) {
+                uint8_t flags = kPlain) {
   REQUIRE(a.kind == FlowAction::kSend);
   CHECK(a.target.server->name == server);
   CHECK(a.frame.type == type);
   CHECK(a.frame.table_version == version);
+  if (flags == kPlain) flags = type == FrameType::kGet ? 0 : frame::kFlagTimed;
   CHECK(a.frame.flags == flags);
 }
 
@@ -1036,14 +1040,18 @@ TEST_CASE("request_flow: writes for a member out of reach are held, the latest o
 
   SUBCASE("the tick sends them once the link is back") {
     h.links.blocked.clear();
+    h.now += 400 * kMs;  // 5.4 s held in all
     h.now += 5'000 * kMs;
     h.out.clear();
     h.flow.tick(h.now, h.out);
     REQUIRE(h.out.size() == 2);
     CHECK(held(h.out, 2) == want);
     for (const FlowAction& a : h.out) {
-      // As old as it would be had it arrived on time.
-      if (a.frame.type == FrameType::kUpsert) CHECK(a.frame.age_seconds == 5u);
+      // Saying when the client's datagram came (Unix ms, here the harness's 1,000 ms: no wall
+      // clock offset), the LOGOUT too, so that hash2 keeps a write another login server made
+      // meanwhile.
+      CHECK(a.frame.age_seconds == 1000u);
+      CHECK(a.frame.flags == frame::kFlagTimed);
     }
     CHECK(h.counters.hints_replayed == 2);
     CHECK(h.flow.hints() == 0);

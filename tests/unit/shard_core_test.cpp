@@ -50,7 +50,7 @@ Response ask(ShardCore& core, const Request& q, uint32_t now = kNow) {
   std::span<const uint8_t> body;
   size_t used = 0;
   REQUIRE(frame::next_frame(in, h, body, used) == frame::DecodeStatus::kOk);
-  REQUIRE(core.handle(h, body, out, now));
+  REQUIRE(core.handle(h, body, out, uint64_t{now} * 1000));
   frame::Header rh;
   std::span<const uint8_t> rbody;
   REQUIRE(frame::next_frame(out, rh, rbody, used) == frame::DecodeStatus::kOk);
@@ -136,6 +136,68 @@ TEST_CASE("shard core: with replicas a write under an older table is MOVED even 
   CHECK(ask(core, upsert(5, 3, kPhone)).status == FrameStatus::kOk);
   CHECK(ask(core, upsert(6, 0, kPhone)).status == FrameStatus::kOk);
   CHECK(ask(core, get(5, 2)).status == FrameStatus::kOk);
+}
+
+TEST_CASE("shard core: a write that arrives after one made later never undoes it") {
+  // Writes of one user reach a member by several connections (login servers, their threads,
+  // writes held for it), each saying when it was made (kFlagTimed: Unix ms, the low 32 bits).
+  ShardCore core(0, 1, "hash2", 0);
+  core.set_router(split_at(1000, 2), 0, kNow);
+  // Made `age_ms` before the batch that reads it.
+  const auto made = [](uint32_t age_ms) {
+    return static_cast<uint32_t>(uint64_t{kNow} * 1000 - age_ms);
+  };
+  const auto timed_upsert = [&](uint64_t id, Endpoint e, uint32_t age_ms) {
+    return upsert(id, 2, e, made(age_ms), frame::kFlagTimed);
+  };
+  const auto timed_delete = [&](uint64_t id, uint32_t age_ms) {
+    Request q = erase(id, 2, frame::kFlagTimed);
+    q.age_seconds = made(age_ms);
+    return q;
+  };
+  ask(core, timed_upsert(1500, kDesk, 0));  // made at kNow (.000)
+  ask(core, upsert(1600, 2, kDesk));        // untimed (an older login server): made on arrival
+  SUBCASE("made before the write it meets, by less than a second: not applied") {
+    ask(core, timed_upsert(1500, kPhone, 300));  // made at kNow - 0.3 s
+    CHECK(ask(core, timed_delete(1600, 1)).status == FrameStatus::kOk);
+    CHECK(core.counters().writes_superseded == 2);
+    CHECK(ask(core, get(1500, 2)).endpoint == kDesk);
+    CHECK(ask(core, get(1600, 2)).endpoint == kDesk);
+  }
+  SUBCASE("made at the same time or after: applied, with their age") {
+    ask(core, timed_upsert(1500, kPhone, 0));
+    CHECK(ask(core, get(1500, 2)).endpoint == kPhone);
+    CHECK(ask(core, timed_delete(1600, 0)).status == FrameStatus::kOk);
+    CHECK(ask(core, get(1600, 2)).status == FrameStatus::kNotFound);
+    CHECK(ask(core, timed_delete(1600, 0)).status == FrameStatus::kNotFound);
+    CHECK(core.counters().writes_superseded == 0);
+    ask(core, timed_upsert(1700, kPhone, 4000));  // no record yet: stored, 4 s old
+    CHECK(ask(core, get(1700, 2)).age_seconds == 4);
+  }
+  SUBCASE("a login made before a logout that came first does not bring the user back") {
+    ask(core, erase(1500, 2));
+    ask(core, timed_upsert(1500, kPhone, 200));
+    CHECK(ask(core, get(1500, 2)).status == FrameStatus::kNotFound);
+    CHECK(core.counters().writes_superseded == 1);
+  }
+  SUBCASE("once the later write has left the table of recent ones, its second decides") {
+    // Later writes of other ids take the table's entries of ids 1500 and 1600.
+    for (uint64_t taken : {1500, 1600}) {
+      uint64_t other = 2000;
+      while (ShardCore::recent_write_slot(other) != ShardCore::recent_write_slot(taken)) ++other;
+      ask(core, upsert(other, 2, kDesk));
+    }
+    ask(core, timed_upsert(1500, kPhone, 300));  // made in the second before: superseded
+    CHECK(ask(core, get(1500, 2)).endpoint == kDesk);
+    ask(core, timed_upsert(1600, kPhone, 0));  // made in the same second: applied
+    CHECK(ask(core, get(1600, 2)).endpoint == kPhone);
+    CHECK(core.counters().writes_superseded == 1);
+  }
+  SUBCASE("without the flag a write is applied whatever its age") {
+    ask(core, upsert(1500, 2, kPhone, 30));
+    CHECK(ask(core, get(1500, 2)).endpoint == kPhone);
+    CHECK(ask(core, erase(1600, 2)).status == FrameStatus::kOk);
+  }
 }
 
 TEST_CASE(
