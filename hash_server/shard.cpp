@@ -23,11 +23,6 @@ namespace {
 constexpr size_t kReadBufferSize = 4 + kMaxFrameLength + 64 * 1024;
 
 uint32_t unix_now() { return static_cast<uint32_t>(std::time(nullptr)); }
-uint64_t unix_now_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 const char* purge_name(PurgeAction action) {
   return action == PurgeAction::kAll        ? "all"
@@ -312,7 +307,7 @@ asio::awaitable<void> Shard::serve(Stream stream, std::vector<uint8_t> leftover,
     DecodeStatus st;
     {
       const TurnTimer turn(turns_);  // one turn: this buffer's batch of requests
-      const uint64_t now_ms = unix_now_ms();
+      const uint64_t now_ms = unix_millis();
       conn.last_active_s = static_cast<uint32_t>(now_ms / 1000);
       core_.set_serving_figures(connections_.size(), turns_.longest_ns);
       st = drain_frames(in, [&](const Header& h, std::span<const uint8_t> body) {

@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/runtime/clock.h"
 #include "tools/lossy_relay/relay_io.h"
 
 namespace imhash {
@@ -39,12 +40,6 @@ namespace {
 constexpr int kBatch = 64;  // frames read per socket per wake-up
 // A frame with its virtio-net header: a 64 KB segment and headers fit (veth's GSO limit).
 constexpr std::size_t kMaxFrame = 128 * 1024;
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // A raw socket on `name` that reads every frame arriving there (promiscuous), with the virtio-net
 // header, and not the frames sent from it.
@@ -102,7 +97,7 @@ class LinkRelay {
   void run() {
     std::array<epoll_event, 4> events{};
     while (!stop_) {
-      const int64_t due = faults_.next_due(), now = now_ns();
+      const int64_t due = faults_.next_due(), now = monotonic_ns();
       // Round up, so as never to wake before the due time and spin; at most a second.
       const int64_t wait_ns = std::min<int64_t>(due - now, 1'000'000'000);
       const int timeout_ms = wait_ns <= 0 ? 0 : static_cast<int>((wait_ns + 999'999) / 1'000'000);
@@ -144,13 +139,14 @@ class LinkRelay {
         ++sends_[from].send_failed;  // bigger than any frame veth hands over: not relayed
         continue;
       }
-      faults_.offer(from, from ^ 1, std::span(buf_.data(), static_cast<std::size_t>(n)), now_ns());
+      faults_.offer(from, from ^ 1, std::span(buf_.data(), static_cast<std::size_t>(n)),
+                    monotonic_ns());
     }
   }
 
   void deliver_due() {
     FaultQueue::Packet p;
-    while (faults_.pop_due(now_ns(), p)) {
+    while (faults_.pop_due(monotonic_ns(), p)) {
       // A full send buffer or a link that is down loses the frame, as a wire would.
       if (send(fds_[p.key], p.data.data(), p.data.size(), 0) < 0) {
         ++sends_[p.dir].send_failed;
