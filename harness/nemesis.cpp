@@ -323,11 +323,17 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
   };
 
   // ---- hash: one hash server at a time -------------------------------------------------------
-  // Nor while the net lane impairs a hash server's link: with 2 copies, a lossy or slow link
-  // (TCP's retransmissions take 200 ms and more) and a server down would leave some records no
-  // copy that answers in time. The net lane waits likewise for a hash fault to settle before it
-  // impairs a hash server's link; links of login servers do not wait.
-  auto hash_link_impaired = std::make_shared<bool>(false);
+  // Nor while the net lane impairs a hash server's link, nor for link_recovery after: with 2
+  // copies, a lossy or slow link (TCP's retransmissions take 200 ms and more, and go on after the
+  // fault ends) and a server down would leave some records no copy that answers in time. The net
+  // lane waits likewise for a hash fault to settle before it impairs a hash server's link; links
+  // of login servers do not wait.
+  struct HashLinkFault {
+    bool on = false;
+    Clock::time_point recovered_at{};
+    bool impaired() const { return on || Clock::now() < recovered_at; }
+  };
+  auto hash_link_impaired = std::make_shared<HashLinkFault>();
   lanes_.push_back(std::make_unique<Lane>(
       *this, options_.seed * 4 + 0, options_.hash_gap,
       [&c, &hosts, partition, hashes, logins, down, hash_link_impaired](Draw& d) {
@@ -403,7 +409,7 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
             break;
           }
         }
-        p.blocked = [hash_link_impaired] { return *hash_link_impaired; };
+        p.blocked = [hash_link_impaired] { return hash_link_impaired->impaired(); };
         return p;
       },
       [&c] { return hash_servers_settled(c); }));
@@ -473,7 +479,8 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
   // ---- net: netem on one hash or login host's link --------------------------------------------
   lanes_.push_back(std::make_unique<Lane>(
       *this, options_.seed * 4 + 2, options_.net_gap,
-      [&hosts, hashes, logins, hash_lane, hash_link_impaired](Draw& d) {
+      [&hosts, hashes, logins, hash_lane, hash_link_impaired,
+       recovery = options_.link_recovery](Draw& d) {
         static constexpr FaultKind kinds[] = {FaultKind::kLinkLoss, FaultKind::kLinkDuplicate,
                                               FaultKind::kLinkReorder, FaultKind::kLinkDelay};
         Planned p;
@@ -515,12 +522,13 @@ Nemesis::Nemesis(NemesisCluster& cluster, NemesisOptions options)
             hosts.clear_impairment(host);
             throw std::runtime_error("no netem on eth0 of " + host + ": " + evidence);
           }
-          *hash_link_impaired = hash_host;
+          hash_link_impaired->on = hash_host;
           return evidence;
         };
-        p.revert = [&hosts, host, hash_link_impaired] {
-          *hash_link_impaired = false;
+        p.revert = [&hosts, host, hash_host, hash_link_impaired, recovery] {
           hosts.clear_impairment(host);
+          hash_link_impaired->on = false;
+          if (hash_host) hash_link_impaired->recovered_at = Clock::now() + recovery;
         };
         if (hash_host) p.blocked = [hash_lane] { return hash_lane->busy(); };
         return p;

@@ -78,6 +78,11 @@ struct NemesisOptions {
   std::chrono::milliseconds hash_gap{1500}, control_gap{3000}, net_gap{1000}, ops_gap{3000};
   // How long one settle may take before the lane logs "not settled" and goes on.
   std::chrono::milliseconds settle_patience{60000};
+  // How long a hash server's link counts as impaired after its loss, duplication, reordering or
+  // delay ends: TCP connections that lost segments wait out their retransmission timeouts (200 ms
+  // doubling) and the relay's queue is dropped when it goes. A fault on another hash server waits
+  // for this too, so no record is left without a copy that answers in time.
+  std::chrono::milliseconds link_recovery{2000};
   bool ops = true;  // range moves, replica changes, drains
 };
 

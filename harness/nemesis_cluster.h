@@ -35,7 +35,8 @@ struct NemesisClusterOptions {
   // Heartbeats every 200 ms: a node is DOWN after 600 ms (3 missed), the "DOWN" the pauses are
   // shorter and longer than.
   int heartbeat_ms = 200;
-  // The ids the ranges cover at the start: 1..users, a quarter per hash server.
+  // The ids the ranges cover at the start: 1..users, a quarter per hash server (run_nemesis sets
+  // it to its clients' ids).
   uint64_t users = 40000;
   std::vector<std::string> login_args{};  // more login_server flags
 };

@@ -12,7 +12,12 @@ NemesisRunResult run_nemesis(const NemesisRunOptions& options) {
   NemesisRunResult out;
   out.seed = options.seed;
   out.dir = RunLogs::dir();
-  NemesisCluster nc(options.cluster);
+  // The ranges cover exactly the clients' ids, so every hash server owns users the clients use
+  // and every fault on one of them meets traffic.
+  NemesisClusterOptions cluster = options.cluster;
+  cluster.users =
+      options.users_per_client * static_cast<uint64_t>(cluster.clients * cluster.login_servers);
+  NemesisCluster nc(cluster);
   nc.start();
 
   // Each client host runs one udp_sim per login server, on users of its own: a user's writes come
@@ -22,8 +27,8 @@ NemesisRunResult run_nemesis(const NemesisRunOptions& options) {
       2;
   std::vector<std::unique_ptr<UdpSim>> sims;
   int index = 0;
-  for (int k = 1; k <= options.cluster.clients; ++k) {
-    for (int j = 1; j <= options.cluster.login_servers; ++j, ++index) {
+  for (int k = 1; k <= cluster.clients; ++k) {
+    for (int j = 1; j <= cluster.login_servers; ++j, ++index) {
       const uint64_t first = 1 + static_cast<uint64_t>(index) * options.users_per_client;
       const std::string name = "udp_sim.k" + std::to_string(k) + ".l" + std::to_string(j);
       const std::string history = out.dir + "/" + name + ".history";
@@ -48,7 +53,7 @@ NemesisRunResult run_nemesis(const NemesisRunOptions& options) {
   nemesis.run(options.length);
   for (auto& sim : sims) out.clients.push_back(sim->wait(std::chrono::seconds(60)));
   // Stopped gracefully, their logs end with their counters (hedges, hints, retries...).
-  for (int j = 1; j <= options.cluster.login_servers; ++j) nc.cluster().login(j).stop(SIGTERM);
+  for (int j = 1; j <= cluster.login_servers; ++j) nc.cluster().login(j).stop(SIGTERM);
 
   out.faults = nemesis.log();
   out.counts = nemesis.counts();

@@ -71,13 +71,14 @@ bool Handoff::held_throughout(uint64_t id, uint32_t member) const {
   return true;
 }
 
-void Handoff::cut(uint64_t id, const RecordStore::Record& r, uint32_t now, const Route& route,
+void Handoff::cut(uint64_t id, const RecordStore::Record& r, const Route& route,
                   std::vector<Batch>& out) {
   const size_t buffer = first_buffer_[route.server] + route.shard;
   Batch& b = buffers_[buffer];
   if (b.count == 0) b.records.reserve(size_t{kBatchRecords} * kMaxRecordBytes);
-  frame::append_import_record(
-      frame::ImportRecord{id, now >= r.last_seen ? now - r.last_seen : 0, r.endpoint}, b.records);
+  // The second it was last seen, not its age: the batch may wait before it is sent (the stream
+  // sender turns it into ages for a receiver that does not understand that).
+  frame::append_import_record(frame::ImportRecord{id, r.last_seen, r.endpoint}, b.records);
   if (++b.count == kBatchRecords) emit(buffer, out);
 }
 
@@ -131,7 +132,7 @@ void Handoff::emit(size_t buffer, std::vector<Batch>& out) {
   out.push_back(std::move(full));
 }
 
-size_t Handoff::step(RecordStore& store, size_t max_slots, uint32_t now, std::vector<Batch>& out) {
+size_t Handoff::step(RecordStore& store, size_t max_slots, std::vector<Batch>& out) {
   if (!scanning()) return 0;
   const Router& router = *router_;
   const auto& servers = router.table().servers;
@@ -141,7 +142,7 @@ size_t Handoff::step(RecordStore& store, size_t max_slots, uint32_t now, std::ve
         if (router.replicas() == 1) {
           const uint32_t owner = router.owner(id);
           if (self_index_ >= 0 && owner == static_cast<uint32_t>(self_index_)) return false;
-          cut(id, r, now, Route{owner, shard_of(id, servers[owner].shards)}, out);
+          cut(id, r, Route{owner, shard_of(id, servers[owner].shards)}, out);
           ++records_cut;
           return false;  // a handoff deletes nothing
         }
@@ -150,7 +151,7 @@ size_t Handoff::step(RecordStore& store, size_t max_slots, uint32_t now, std::ve
           const Route& member = set.routes[k];
           if (self_index_ >= 0 && member.server == static_cast<uint32_t>(self_index_)) continue;
           if (held_throughout(id, member.server)) continue;
-          cut(id, r, now, member, out);
+          cut(id, r, member, out);
           ++records_cut;
         }
         return false;

@@ -75,7 +75,7 @@ class Handoff {
   void cancel();
   // Examines at most `max_slots` slots and appends the batches that filled to `out` (at the end
   // of the scan, every partial batch too). Returns the number of records cut.
-  size_t step(RecordStore& store, size_t max_slots, uint32_t now, std::vector<Batch>& out);
+  size_t step(RecordStore& store, size_t max_slots, std::vector<Batch>& out);
   // A batch of this generation was acknowledged (`records` records). Stale generations are
   // ignored. `link_lost`: the connection to its owner broke while the stream ran, so the owner
   // may have lost what it had received: the scan runs once more when this one ends.
@@ -103,8 +103,7 @@ class Handoff {
  private:
   void emit(size_t buffer, std::vector<Batch>& out);
   // Appends `id`'s record to the open batch of `route`.
-  void cut(uint64_t id, const RecordStore::Record& r, uint32_t now, const Route& route,
-           std::vector<Batch>& out);
+  void cut(uint64_t id, const RecordStore::Record& r, const Route& route, std::vector<Batch>& out);
   // With replicas: whether server `member` (an index in router_'s table) held `id` under every
   // table of the history.
   bool held_throughout(uint64_t id, uint32_t member) const;

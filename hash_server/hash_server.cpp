@@ -79,7 +79,7 @@ HashServer::HashServer(HashServerConfig config)
   for (uint32_t i = 0; i < config_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(i, config_.shards, config_.name, config_.idle_timeout,
                                               config_.control.tls.context, hooks,
-                                              config_.stream_rate));
+                                              config_.stream_rate, config_.remember_deletes));
     ShardSnapshot empty;
     empty.shard = i;
     snapshots_.push_back(empty);
@@ -517,6 +517,7 @@ asio::awaitable<void> HashServer::handshake(tcp::socket socket, ConnectionQuota:
     r.shard_count = static_cast<uint16_t>(config_.shards);
     r.name = config_.name;
     if (tls) r.flags = kFlagTls;
+    r.flags |= kFlagTimed;  // it understands timed writes and imports
   }
   std::array<uint8_t, kHelloAuthResponseSize> answer{};
   if (r.status == FrameStatus::kOk && config_.control.cluster_key.enabled()) {

@@ -34,6 +34,7 @@ struct HashServerConfig {
   std::chrono::seconds idle_timeout{60};      // --idle-timeout: a bound link silent this long
                                               // is closed (login servers ping idle links)
   uint64_t stream_rate = 100000;  // --stream-rate: records per second streamed out (0: no limit)
+  bool remember_deletes = true;   // false only as a defect put back (common/runtime/defects.h)
 };
 
 // Why `table` cannot run on the server `name` with `shards` shards (login servers would send ids

@@ -6,6 +6,7 @@
 #include "common/codec/endpoint.h"
 #include "common/links/node_control.h"
 #include "common/routing/routing_table.h"
+#include "common/runtime/defects.h"
 #include "common/runtime/options.h"
 #include "common/runtime/saved_table.h"
 #include "hash_server/hash_server.h"
@@ -64,6 +65,13 @@ int hash_server_main(int argc, char** argv) {
   config.connection_limits.per_source = opts.get<size_t>("max-connections-per-source");
   config.idle_timeout = std::chrono::seconds(opts.get<uint32_t>("idle-timeout"));
   config.stream_rate = opts.get<uint64_t>("stream-rate");
+  if (const Defects d = defects_from_environment(); d.no_tombstones) {
+    config.remember_deletes = false;
+    spdlog::warn(
+        "IMHASH_DEFECTS={}: deletes during moves are not remembered (a defect put back "
+        "for the history checker's tests; never in production)",
+        to_string(d));
+  }
   if (config.control.advertise_host.empty() && config.control.has_config_server() &&
       is_unspecified_host(listen.host)) {
     throw UsageError("--listen " + opts.get<std::string>("listen") +

@@ -34,14 +34,14 @@ const char* purge_name(PurgeAction action) {
 
 Shard::Shard(uint32_t index, uint32_t shard_count, std::string server_name,
              std::chrono::seconds idle_timeout, std::shared_ptr<asio::ssl::context> tls,
-             Hooks hooks, uint64_t stream_rate)
+             Hooks hooks, uint64_t stream_rate, bool remember_deletes)
     : index_(index),
       idle_timeout_(idle_timeout),
       tls_(std::move(tls)),
       hooks_(std::move(hooks)),
       work_(ctx_.get_executor()),
       core_(index, shard_count, std::move(server_name),
-            static_cast<double>(stream_rate) / shard_count) {}
+            static_cast<double>(stream_rate) / shard_count, remember_deletes) {}
 
 void Shard::start() {
   thread_ = std::thread([this] {

@@ -72,7 +72,7 @@ class Shard {
   Shard(uint32_t index, uint32_t shard_count, std::string server_name,
         std::chrono::seconds idle_timeout = std::chrono::seconds(0),
         std::shared_ptr<boost::asio::ssl::context> tls = nullptr, Hooks hooks = {},
-        uint64_t stream_rate = 0);
+        uint64_t stream_rate = 0, bool remember_deletes = true);
   // A TLS handshake that has not completed after this long is dropped.
   static constexpr std::chrono::seconds kTlsHandshakeTimeout{5};
   // On stop, a peer that does not read its answers is cut off after this long.

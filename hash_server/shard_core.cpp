@@ -10,11 +10,12 @@ namespace imhash {
 using namespace frame;
 
 ShardCore::ShardCore(uint32_t index, uint32_t shard_count, std::string server_name,
-                     double stream_rate)
+                     double stream_rate, bool remember_deletes)
     : index_(index),
       shard_count_(shard_count),
       server_name_(std::move(server_name)),
-      stream_rate_(stream_rate) {}
+      stream_rate_(stream_rate),
+      remember_deletes_(remember_deletes) {}
 
 ShardCore::Effects ShardCore::take_effects() {
   IMHASH_ON_OWNER_THREAD(thread_check_.owned());
@@ -206,6 +207,7 @@ bool ShardCore::placed_elsewhere(uint64_t id, uint64_t sender_version) const {
 }
 
 void ShardCore::remember_delete(uint64_t id, const Request& q) {
+  if (!remember_deletes_) return;
   // The old copy of a user who logs out during a move (kFlagAnyOwner), deleted here while a table
   // at least as new as the sender's places the id elsewhere: the owner remembers that delete. Were
   // it remembered here too, a later table moving the id back would have this shard drop the
@@ -270,6 +272,7 @@ void ShardCore::tick(uint32_t now_s) {
 }
 
 void ShardCore::handle_import(const Request& q) {
+  const bool timed = (q.flags & kFlagTimed) != 0;
   // Records are arriving: keep remembering deletes a while after the last batch.
   open_tombstone_window(now_ + kTombstoneSlackS);
   // Decoded a few records ahead, so each one's slot is prefetched before it is needed (a batch
@@ -305,7 +308,10 @@ void ShardCore::handle_import(const Request& q) {
       ++counters_.import_skipped_deleted;
       continue;
     }
-    const uint32_t seen = now_ >= rec.age_seconds ? now_ - rec.age_seconds : 0;
+    // A timed IMPORT carries the second each record was last seen; an older sender its age.
+    const uint32_t seen = timed                     ? rec.age_seconds
+                          : now_ >= rec.age_seconds ? now_ - rec.age_seconds
+                                                    : 0;
     // A write that reached us directly (a login after the change) is at least as new as any copy
     // streamed from the old owner.
     if (store_.upsert_if_newer(rec.id, rec.endpoint.unmapped(), seen) ==
@@ -517,7 +523,7 @@ std::vector<Handoff::Batch>& ShardCore::stream_step(uint32_t now_s) {
   cut_.clear();
   if (!handoff_.scanning() || stopped_) return cut_;
   now_ = now_s;
-  const size_t cut = handoff_.step(store_, kStreamStepSlots, now_, cut_);
+  const size_t cut = handoff_.step(store_, kStreamStepSlots, cut_);
   stream_tokens_ -= static_cast<double>(cut);
   if (!handoff_.running()) {  // nothing was left to send
     stream_finished();

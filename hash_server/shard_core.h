@@ -89,7 +89,9 @@ class ShardCore {
   static constexpr size_t kMaxStreamHistory = 16;
 
   // `stream_rate`: records per second this shard streams out (its share; 0: no limit).
-  ShardCore(uint32_t index, uint32_t shard_count, std::string server_name, double stream_rate);
+  // `remember_deletes` false only as a defect put back (common/runtime/defects.h): no tombstones.
+  ShardCore(uint32_t index, uint32_t shard_count, std::string server_name, double stream_rate,
+            bool remember_deletes = true);
   ShardCore(const ShardCore&) = delete;
   ShardCore& operator=(const ShardCore&) = delete;
 
@@ -241,6 +243,7 @@ class ShardCore {
   std::vector<Handoff::Batch> cut_;  // reused by stream steps
   // Ids deleted while records may still be streaming in (all forgotten at tombstone_until_).
   std::unordered_set<uint64_t> tombstones_;
+  bool remember_deletes_ = true;
   uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
   // Deletes made while no window was open, oldest first (a ring of kMaxRecentDeletes): a copy
   // holder that missed one (frozen, cut off) may stream its older record here once a move

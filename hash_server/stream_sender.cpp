@@ -77,7 +77,11 @@ void StreamSender::pump(Target& t) {
     auto it = entries_.find(id);
     if (it == entries_.end()) continue;  // dropped
     Entry& e = it->second;
-    frame::Request q{.type = frame::FrameType::kImport, .table_version = e.batch.version};
+    // Timed: each record carries its last-seen second (HashLink makes them ages for an older
+    // receiver).
+    frame::Request q{.type = frame::FrameType::kImport,
+                     .flags = frame::kFlagTimed,
+                     .table_version = e.batch.version};
     q.record_count = e.batch.count;
     q.records = std::string_view(reinterpret_cast<const char*>(e.batch.records.data()),
                                  e.batch.records.size());

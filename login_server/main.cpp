@@ -5,6 +5,7 @@
 
 #include "common/links/node_control.h"
 #include "common/routing/table_text.h"
+#include "common/runtime/defects.h"
 #include "common/runtime/key_file.h"
 #include "common/runtime/options.h"
 #include "login_server/login_server.h"
@@ -130,6 +131,13 @@ int login_server_main(int argc, char** argv) {
   if (hedge >= timeout) throw UsageError("--hedge-ms must be below --timeout-ms (0: off)");
   config.worker.flow.hedge_ns = std::chrono::nanoseconds(std::chrono::milliseconds(hedge)).count();
   config.worker.flow.max_parked = link.max_in_flight;
+  if (const Defects d = defects_from_environment(); d.no_hints) {
+    config.worker.flow.hold_writes = false;
+    spdlog::warn(
+        "IMHASH_DEFECTS={}: writes for members out of reach are dropped, not held (a "
+        "defect put back for the history checker's tests; never in production)",
+        to_string(d));
+  }
   LoginServer server(std::move(config));
   server.run();
   return kExitOk;

@@ -97,6 +97,9 @@ struct FlowSettings {
   // Empty: authentication off. Otherwise LOGIN/HEARTBEAT/LOGOUT need a TOKEN MACed with this key.
   std::vector<uint8_t> auth_key;
   RateLimit rate_limit;  // rate 0: off
+  // Writes for a member out of reach are held and replayed (docs/design.md §3); false only as a
+  // defect put back for the history checker's tests (common/runtime/defects.h).
+  bool hold_writes = true;
 };
 
 class RequestFlow {
@@ -284,10 +287,14 @@ class RequestFlow {
   // it. For a delete (`answered` null): one not in the id's set now (those get the delete
   // anyway). For a read that current member `answered` missed or could not serve: one other than
   // it, current or not, under an earlier table whose set for the id differs from today's, and
-  // (when it `missed`: NOT_FOUND) does not have `answered` in it either.
+  // (when it `missed`: NOT_FOUND) does not have `answered` in it either; nor `waiting`, the
+  // server a hedged read's first try still waits on (its answer is on its way already).
   bool earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
                      LinkTarget& target, uint64_t& version, const ServerInfo* answered = nullptr,
-                     bool missed = false) const;
+                     bool missed = false, const ServerInfo* waiting = nullptr) const;
+  // The server a hedged read's first try (abandoned, still on its way) was sent to; null when
+  // `r` is no hedged read or its first try is over.
+  const ServerInfo* first_try_server(const Request& r) const;
   // Whether `member` joined `id`'s replica set since a table still in its grace period (the set
   // then differs from today's and did not have it): it may not have been streamed the id yet, so
   // its NOT_FOUND is no answer.
@@ -298,6 +305,8 @@ class RequestFlow {
   // The current member that slot `r`'s read was last sent to.
   const ServerInfo& read_member(const Request& r) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
+  // A LOGOUT done with one old copy: the next one's delete, or (none left) the current members'.
+  void next_old_delete(uint32_t index, int64_t now_ns, FlowActions& out);
   // A new slot with the id, endpoint, frame type and write sequence of slot `index`: a copy for
   // another member, or (take_over) a hedge. May move slots_.
   uint32_t copy_of(uint32_t index);

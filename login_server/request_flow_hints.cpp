@@ -106,6 +106,10 @@ RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
 }
 
 void RequestFlow::hold(const LinkTarget& target, const Request& write) {
+  if (!settings_.hold_writes) {
+    ++counters_.hints_dropped;
+    return;
+  }
   HintQueue* q = hints_for(target);
   if (!q) {
     q = &hint_queues_.emplace_back();

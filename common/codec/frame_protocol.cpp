@@ -272,6 +272,35 @@ bool next_import_record(std::string_view& records, ImportRecord& out) {
   return true;
 }
 
+void import_records_to_ages(std::span<uint8_t> records, uint32_t now_s) {
+  std::string_view rest(reinterpret_cast<const char*>(records.data()), records.size());
+  ImportRecord rec;
+  for (;;) {
+    const size_t at = records.size() - rest.size();
+    if (!next_import_record(rest, rec)) return;
+    bytes::put_u32(records.data() + at + sizeof(uint64_t),
+                   now_s >= rec.age_seconds ? now_s - rec.age_seconds : 0);
+  }
+}
+
+Request untimed(const Request& q, uint64_t now_unix_ms, std::vector<uint8_t>& scratch) {
+  if (!(q.flags & kFlagTimed)) return q;
+  Request out = q;
+  out.flags = static_cast<uint8_t>(q.flags & ~kFlagTimed);
+  if (q.type == FrameType::kImport) {
+    scratch.assign(q.records.begin(), q.records.end());
+    import_records_to_ages(scratch, static_cast<uint32_t>(now_unix_ms / 1000));
+    out.records = std::string_view(reinterpret_cast<const char*>(scratch.data()), scratch.size());
+    return out;
+  }
+  if (q.type != FrameType::kUpsert && q.type != FrameType::kDelete) return q;
+  // The low 32 bits of both times: their difference is right for writes under 49 days old.
+  const uint32_t since = static_cast<uint32_t>(now_unix_ms) - q.age_seconds;
+  const uint32_t age_ms = since < 0x8000'0000u ? since : 0;  // made "later": clocks apart
+  out.age_seconds = q.type == FrameType::kUpsert ? age_ms / 1000 : 0;
+  return out;
+}
+
 std::optional<uint64_t> peek_request_id(const Header& h, std::span<const uint8_t> body) {
   if (!is_keyed(h.type) || body.size() < sizeof(uint64_t)) return std::nullopt;
   return bytes::get_u64(body.data());  // the id leads each of these bodies (see decode_request)

@@ -77,6 +77,12 @@ enum FrameFlag : uint8_t {
   // flagged carries it after the id). The member applies it unless a write of the id made after it
   // was applied there already: writes of one user reach a member by several connections (login
   // servers, their threads, writes held for it and replayed), and arrive in any order.
+  // IMPORT: each record carries the Unix second it was last seen instead of its age, so a batch
+  // that waited (a link down, a frozen receiver, a second boundary crossed on the way) is not
+  // taken for newer than it is.
+  // HELLO OK response: this server understands the two above. A sender sends timed frames only
+  // to a server that said so (frame::untimed, import_records_to_ages for the others: an older
+  // server reads the time as an age).
   kFlagTimed = 0x20,
 };
 
@@ -92,7 +98,9 @@ inline constexpr size_t kAuthRequestSize = 32;
 inline constexpr size_t kMaxImportRecords = 1024;  // 1024 x 31 bytes: well inside one frame
 struct ImportRecord {
   uint64_t id = 0;
-  uint32_t age_seconds = 0;  // relative, so the two servers' clocks need not agree
+  // Seconds since last seen; in an IMPORT with kFlagTimed, the Unix second last seen (the time of
+  // the login server that took the write, as the record keeps it).
+  uint32_t age_seconds = 0;
   Endpoint endpoint{};
   friend bool operator==(const ImportRecord&, const ImportRecord&) = default;
 };
@@ -101,6 +109,10 @@ void append_import_record(const ImportRecord& record, std::vector<uint8_t>& reco
 // Reads the next record off the front of a decoded IMPORT's `records` (decode_request validated
 // them all); false when none is left.
 bool next_import_record(std::string_view& records, ImportRecord& out);
+// Turns the records of a timed IMPORT (each its last-seen Unix second) into ages at `now_s`, for
+// a receiver that does not understand kFlagTimed. `records` must be well formed (as
+// append_import_record makes them).
+void import_records_to_ages(std::span<uint8_t> records, uint32_t now_s);
 
 enum class PurgeAction : uint8_t {
   kStatus = 0,     // only report progress
@@ -235,6 +247,11 @@ DecodeStatus drain_frames(StreamBuffer& in, OnFrame&& on_frame) {
 
 // Append one encoded frame to `out` (amortised: no allocation once `out` has grown).
 void append_request(const Request& r, std::vector<uint8_t>& out);
+// What a server that does not understand kFlagTimed is sent instead of timed frame `q`: an UPSERT
+// whose age_seconds is the write's age at `now_unix_ms` in seconds, a DELETE without its time, an
+// IMPORT whose records carry their ages (copied into `scratch`, which the result points into).
+// Any other frame, or one without the flag, as it is.
+Request untimed(const Request& q, uint64_t now_unix_ms, std::vector<uint8_t>& scratch);
 void append_response(const Response& r, std::vector<uint8_t>& out);
 
 }  // namespace imhash::frame

@@ -69,7 +69,10 @@ void HashLink::close() {
 
 bool HashLink::submit(const Request& request, uint64_t token, int64_t now_ns) {
   IMHASH_ON_OWNER_THREAD(on_thread());
-  Request q = request;
+  // An older server would read a timed frame's time as an age.
+  Request q = peer_timed_ || !(request.flags & kFlagTimed)
+                  ? request
+                  : frame::untimed(request, unix_millis(), untimed_records_);
   const int64_t deadline =
       now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.timeout).count();
   q.correlation = pending_.insert(Sent{token, ++sent_seq_, 0}, deadline);
@@ -318,6 +321,7 @@ asio::awaitable<bool> HashLink::connect_once() {
         server_.name, server_.address, shard_);
     co_return false;
   }
+  peer_timed_ = (r.flags & kFlagTimed) != 0;
   if (r.shard_count != server_.shards) {
     spdlog::error("link to {}: the table says {} shards, the server has {}", server_.name,
                   server_.shards, r.shard_count);

@@ -133,6 +133,9 @@ class HashLink {
   // How many times a connection came up: a change means the link was lost and made again (the
   // peer may have restarted in between).
   uint64_t times_up() const { return times_up_; }
+  // Whether the server said, in its answer to this connection's HELLO, that it understands timed
+  // frames (frame::kFlagTimed); submit() sends the others untimed ones.
+  bool peer_timed() const { return peer_timed_; }
 
   // Queues `request` (its correlation is the link's to choose); its fate is reported under
   // `token`. Precondition: can_send(). Returns true if the link had nothing queued (the caller
@@ -172,6 +175,8 @@ class HashLink {
   int64_t last_sent_ns_ = 0;    // the last frame queued (or the connection coming up)
   uint64_t auth_failures_ = 0;  // handshakes in which the server did not prove the cluster key
   uint64_t times_up_ = 0;
+  bool peer_timed_ = false;
+  std::vector<uint8_t> untimed_records_;  // an IMPORT's records made ages for an older server
   Backoff backoff_;
   // A frame in flight: the caller's token, and its place in the connection's send order.
   struct Sent {

@@ -149,6 +149,8 @@ TEST_CASE("hash_server: with a table it answers MOVED for ids it does not own") 
   const uint16_t port = port_of(server.wait_listening()[0]);
   FrameClient c(port, 0);
   CHECK(c.hello().table_version == 5);
+  // It says it understands timed writes and imports: senders send them to it as they are.
+  CHECK((c.hello().flags & kFlagTimed) != 0);
   auto r = c.call({upsert(10, 1, 5), upsert(5000, 2, 5), upsert(5000, 3, 4), upsert(5001, 4, 6),
                    keyed(FrameType::kGet, 5001, 5, 5),
                    keyed(FrameType::kGet, 5001, 6, 5, kFlagAnyOwner)});

@@ -7,7 +7,7 @@ foreach(test IN LISTS integration_tests_TESTS)
     set_tests_properties("${test}" PROPERTIES COST 90)
   elseif(test MATCHES "^integration/netns: etcd members on hosts")  # 6-9 s, the other netns test 20
     set_tests_properties("${test}" PROPERTIES COST 10)
-  elseif(test MATCHES "^integration/(streaming|control plane|replicas|netns): ")
+  elseif(test MATCHES "^integration/(streaming|control plane|replicas|netns|checker proof): ")
     set_tests_properties("${test}" PROPERTIES COST 20)
   elseif(test MATCHES "^integration/(config_server|etcd state store|hostile|prometheus|docs|status_page|addresses|restart): ")
     set_tests_properties("${test}" PROPERTIES COST 10)

@@ -223,6 +223,44 @@ TEST_CASE("frame_protocol: a timed DELETE carries its age after the id, a plain 
   CHECK(decode(long_plain) == frame::DecodeStatus::kBadBody);
 }
 
+TEST_CASE("frame_protocol: untimed frames for a server that does not understand kFlagTimed") {
+  std::vector<uint8_t> scratch;
+  const uint64_t now_ms = 0x1'2345'6789'0000ULL + 5'250;  // beyond 32 bits: only the low ones count
+  Request up{.type = FrameType::kUpsert, .flags = kFlagTimed | kFlagAnyOwner, .id = 3};
+  up.age_seconds = static_cast<uint32_t>(now_ms - 4'200);  // made 4.2 s ago
+  const Request u = untimed(up, now_ms, scratch);
+  CHECK(u.flags == kFlagAnyOwner);
+  CHECK(u.age_seconds == 4);
+  up.age_seconds = static_cast<uint32_t>(now_ms + 300);  // "made later": clocks apart
+  CHECK(untimed(up, now_ms, scratch).age_seconds == 0);
+  Request del{.type = FrameType::kDelete, .flags = kFlagTimed, .id = 3, .age_seconds = 77};
+  const Request d = untimed(del, now_ms, scratch);
+  CHECK(d.flags == 0);
+  CHECK(d.age_seconds == 0);
+  std::vector<uint8_t> encoded;
+  append_request(d, encoded);
+  CHECK(encoded.size() == 20 + 8);  // no time after the id
+  // An IMPORT's records become ages at now (seconds), in a copy; the frame it came from is intact.
+  std::vector<uint8_t> records;
+  append_import_record({.id = 1,
+                        .age_seconds = static_cast<uint32_t>(now_ms / 1000) - 9,
+                        .endpoint = Endpoint::v4(0x01020304, 5)},
+                       records);
+  const std::vector<uint8_t> before = records;
+  Request imp{.type = FrameType::kImport, .flags = kFlagTimed, .record_count = 1};
+  imp.records = std::string_view(reinterpret_cast<const char*>(records.data()), records.size());
+  const Request i = untimed(imp, now_ms, scratch);
+  CHECK(i.flags == 0);
+  std::string_view rest = i.records;
+  ImportRecord r;
+  REQUIRE(next_import_record(rest, r));
+  CHECK(r.age_seconds == 9);
+  CHECK(records == before);
+  // Frames without the flag go as they are.
+  Request plain{.type = FrameType::kUpsert, .id = 3, .age_seconds = 12};
+  CHECK(untimed(plain, now_ms, scratch) == plain);
+}
+
 TEST_CASE("frame_protocol: a stream split into pieces of every size decodes the same") {
   std::vector<uint8_t> stream;
   const auto requests = sample_requests();

@@ -107,7 +107,7 @@ Cuts scan_to_end(Handoff& h, RecordStore& store, size_t max_slots, const Router&
   while (h.scanning()) {
     REQUIRE(++steps < 1000000);
     std::vector<Handoff::Batch> out;
-    h.step(store, max_slots, kScanNow, out);
+    h.step(store, max_slots, out);
     for (const auto& b : out) {
       check_batch(b, router, h.generation(), cuts);
       CHECK((first || b.seq > last_seq));
@@ -125,7 +125,7 @@ std::vector<Handoff::Batch> step_until(Handoff& h, RecordStore& store, size_t ma
   std::vector<Handoff::Batch> out;
   while (out.size() < batches) {
     REQUIRE(h.scanning());
-    h.step(store, max_slots, kScanNow, out);
+    h.step(store, max_slots, out);
   }
   return out;
 }
@@ -170,12 +170,12 @@ TEST_CASE_FIXTURE(
   CHECK(h.progress().in_flight == cuts.batches.size());
   // About 5000 records per target shard: several batches fill up to the limit.
   CHECK(cuts.full_batches >= 16);
-  // Records carry the store's endpoint and their age at `now`.
+  // Records carry the store's endpoint and the second they were last seen.
   for (const auto& b : cuts.batches) {
     for (const ImportRecord& r : records_of(b)) {
       CAPTURE(r.id);
       CHECK(r.endpoint == record_endpoint(r.id));
-      CHECK(r.age_seconds == kScanNow - last_seen_of(r.id));
+      CHECK(r.age_seconds == last_seen_of(r.id));  // the second last seen, not an age
     }
   }
   // Every (server, shard) of the other servers got records; hash1 got none.
@@ -209,17 +209,30 @@ TEST_CASE("handoff: ring mode cuts exactly the ids other servers own, for the ri
   }
 }
 
-TEST_CASE("handoff: a record seen after `now` is sent with age 0") {
+TEST_CASE("handoff: a batch carries each record's last-seen second, made ages for older peers") {
   RecordStore s;
-  s.upsert(50000, Endpoint::v4(0x01020304, 9), kScanNow + 100);
+  s.upsert(50000, Endpoint::v4(0x01020304, 9), kScanNow + 100);  // seen "after now": clocks apart
+  s.upsert(50001, Endpoint::v4(0x01020305, 9), kScanNow - 7);
   auto router = three_ranges();
   Handoff h;
   h.start(router, 0, s, true);
-  const Cuts cuts = scan_to_end(h, s, 1000, *router);
-  REQUIRE(cuts.batches.size() == 1);
-  const auto records = records_of(cuts.batches[0]);
-  REQUIRE(records.size() == 1);
-  CHECK(records[0] == ImportRecord{50000, 0, Endpoint::v4(0x01020304, 9)});
+  Cuts cuts = scan_to_end(h, s, 1000, *router);
+  auto all_records = [&cuts] {
+    std::map<uint64_t, ImportRecord> by_id;
+    for (const auto& b : cuts.batches) {
+      for (const ImportRecord& r : records_of(b)) by_id[r.id] = r;
+    }
+    return by_id;
+  };
+  auto records = all_records();
+  REQUIRE(records.size() == 2);
+  CHECK(records[50000] == ImportRecord{50000, kScanNow + 100, Endpoint::v4(0x01020304, 9)});
+  CHECK(records[50001] == ImportRecord{50001, kScanNow - 7, Endpoint::v4(0x01020305, 9)});
+  // For a receiver that does not understand kFlagTimed: ages at the time of sending.
+  for (auto& b : cuts.batches) frame::import_records_to_ages(b.records, kScanNow);
+  records = all_records();
+  CHECK(records[50000] == ImportRecord{50000, 0, Endpoint::v4(0x01020304, 9)});
+  CHECK(records[50001] == ImportRecord{50001, 7, Endpoint::v4(0x01020305, 9)});
 }
 
 TEST_CASE_FIXTURE(ThreeRanges, "handoff: running until every batch is acknowledged, then done") {
@@ -228,7 +241,7 @@ TEST_CASE_FIXTURE(ThreeRanges, "handoff: running until every batch is acknowledg
   REQUIRE(cuts.batches.size() > 2);
   CHECK_FALSE(h.scanning());
   std::vector<Handoff::Batch> none;
-  CHECK(h.step(s, 4096, kScanNow, none) == 0);  // the scan is over: nothing more is cut
+  CHECK(h.step(s, 4096, none) == 0);  // the scan is over: nothing more is cut
   CHECK(none.empty());
   std::map<std::string, uint64_t> per_target;
   for (size_t i = 0; i < cuts.batches.size(); ++i) {
@@ -265,7 +278,7 @@ TEST_CASE("handoff: a store with nothing to move is done when its scan ends") {
   h.start(router, 0, empty, true);
   CHECK(h.running());
   std::vector<Handoff::Batch> out;
-  CHECK(h.step(empty, 1000, kScanNow, out) == 0);
+  CHECK(h.step(empty, 1000, out) == 0);
   CHECK(out.empty());
   CHECK(h.progress().state == State::kDone);
 }
@@ -410,7 +423,7 @@ TEST_CASE_FIXTURE(
   CHECK_FALSE(h.running());
   CHECK_FALSE(h.scanning());
   std::vector<Handoff::Batch> more;
-  CHECK(h.step(s, 100000, kScanNow, more) == 0);
+  CHECK(h.step(s, 100000, more) == 0);
   CHECK(more.empty());
   const uint64_t acked = h.progress().acked;
   ack_all(h, out, true);
@@ -447,7 +460,7 @@ TEST_CASE("handoff: without a table nothing moves and it is done at once") {
   CHECK(h.progress().version == 0);
   CHECK(h.router() == nullptr);
   std::vector<Handoff::Batch> out;
-  CHECK(h.step(s, 100000, kScanNow, out) == 0);
+  CHECK(h.step(s, 100000, out) == 0);
   CHECK(out.empty());
   CHECK(h.progress().cut == 0);
 }
@@ -476,7 +489,7 @@ TEST_CASE("handoff: records present for the whole scan are cut while requests ch
     while (h.scanning()) {
       REQUIRE(++steps < 100000);
       std::vector<Handoff::Batch> out;
-      h.step(s, 1 + rng() % 700, kScanNow, out);
+      h.step(s, 1 + rng() % 700, out);
       for (auto& b : out) {
         check_batch(b, *router, h.generation(), cuts);
         cuts.batches.push_back(std::move(b));
@@ -541,7 +554,7 @@ Targets scan_targets(Handoff& h, RecordStore& store,
   while (h.scanning()) {
     REQUIRE(++steps < 1000000);
     std::vector<Handoff::Batch> out;
-    h.step(store, 1000, kScanNow, out);
+    h.step(store, 1000, out);
     for (const auto& b : out) {
       for (const ImportRecord& r : records_of(b))
         targets[r.id].emplace(b.target.name, b.target_shard);

@@ -1,0 +1,208 @@
+// RequestFlow during grace periods (request_flow.h; docs/design.md, "The request flow"): the
+// members of ids' replica sets under earlier tables, asked by a lookup that misses at a new member
+// (a fallback read, and the read repair of what it finds) and by a LOGOUT, which deletes their old
+// copies before the current members' (and goes on without one that is slow or out of reach).
+// The rest of the flow is in request_flow.cpp.
+#include "login_server/request_flow.h"
+
+namespace imhash {
+
+using frame::FrameStatus;
+using frame::FrameType;
+
+void RequestFlow::skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out) {
+  // An old copy's server too slow to answer (cut off, frozen): its delete goes on without anyone
+  // waiting for it, and the LOGOUT goes on to the next old copy, then the current members, within
+  // the first try's deadline. (Waited for, it cost the client a TIMEOUT: a nemesis run, a login
+  // server cut from a server being drained.) Until that copy is deleted a fallback read cannot
+  // find it: the current members' misses say the user was deleted during the move.
+  const uint32_t next = take_over(t.index);
+  Request& slow = slots_[t.index];
+  slots_[next].earlier = slow.earlier;
+  slots_[next].earlier_member = slow.earlier_member;
+  slow.stage = Request::Stage::kRepair;
+  next_old_delete(next, now_ns, out);
+  const Request& sent = slots_[next];
+  if (sent.live) {
+    deadlines_.push(
+        {next, sent.generation, sent.sends, t.at_ns - settings_.hedge_ns + settings_.park_ns});
+  }
+}
+
+bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
+                                LinkTarget& target, uint64_t& version, const ServerInfo* answered,
+                                bool missed, const ServerInfo* waiting) const {
+  if (!routing_) return false;
+  const auto& servers = router_->table().servers;
+  ReplicaSet now_set;  // computed once a table in its grace period needs it
+  for (; from < routing_->earlier.size(); ++from, member = 0) {
+    const auto& e = routing_->earlier[from];
+    if (now_ns >= e.grace_until_ns) continue;
+    if (now_set.size == 0) now_set = router_->replica_set(id);
+    const ReplicaSet then_set = e.router->replica_set(id);
+    if (answered) {
+      // The same set then as now: nothing was moved, every member has had every write.
+      if (same_members(*e.router, then_set, now_set)) continue;
+      // A member then as now had every write of the id then, a LOGOUT's delete too: its miss is
+      // the answer. Asking the others would find the old copy of a member the set has dropped,
+      // which an unreachable member misses the LOGOUT's old-copy delete for (a nemesis run:
+      // hash3 frozen while the copies went from 3 to 2; 43 LOGOUTs read as undone from it).
+      bool was_member = false;
+      for (uint32_t k = 0; missed && k < then_set.size; ++k) {
+        was_member = was_member ||
+                     same_server(e.router->table().servers[then_set.routes[k].server], *answered);
+      }
+      if (was_member) continue;
+    }
+    for (; member < then_set.size; ++member) {
+      const Route route = then_set.routes[member];
+      const ServerInfo& then = e.router->table().servers[route.server];
+      if (answered) {
+        // A read asks every other member of the earlier set, current ones too: after a
+        // failover the new owner has not been streamed the id yet, and its old replica has it.
+        if (same_server(then, *answered)) continue;
+        // The slow member a hedged read left: asked again, it answers no sooner than the first
+        // try, and the client waits past its deadline (a nemesis run: a drain gave the ids a new
+        // replica while their owner's link was slow; the new replica's misses were read again
+        // at that owner, and timed out).
+        if (waiting && same_server(then, *waiting)) continue;
+      } else {
+        // A delete: a server that holds the id now as well gets the current members' delete.
+        bool holds_now = false;
+        for (uint32_t k = 0; k < now_set.size; ++k)
+          holds_now = holds_now || same_server(servers[now_set.routes[k].server], then);
+        if (holds_now) continue;
+      }
+      // The worker keeps one set of links per server (name, address, shards): a server the current
+      // table still has under the same identity is reached through its current links.
+      const int i = router_->table().server_index(then.name);
+      const ServerInfo* now = i < 0 ? nullptr : &servers[static_cast<size_t>(i)];
+      const bool current = now && now->address == then.address && now->shards == then.shards;
+      target = LinkTarget{&then, current ? static_cast<uint32_t>(i) : LinkTarget::kNotCurrent,
+                          route.shard};
+      // Unreachable, or with writes held for it (it may answer from before them): not now.
+      if (!links_.can_send(target) || held_for(target)) continue;
+      version = e.router->version();
+      ++member;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool RequestFlow::same_members(const Router& then, const ReplicaSet& then_set,
+                               const ReplicaSet& now_set) const {
+  if (then_set.size != now_set.size) return false;
+  for (uint32_t k = 0; k < then_set.size; ++k) {
+    bool found = false;
+    for (uint32_t j = 0; j < now_set.size; ++j) {
+      found = found || same_server(then.table().servers[then_set.routes[k].server],
+                                   router_->table().servers[now_set.routes[j].server]);
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+bool RequestFlow::joined_in_grace(uint64_t id, const ServerInfo& member, int64_t now_ns) const {
+  if (!routing_ || !router_) return false;
+  const ReplicaSet now_set = router_->replica_set(id);
+  for (const auto& e : routing_->earlier) {
+    if (now_ns >= e.grace_until_ns) continue;
+    const ReplicaSet then_set = e.router->replica_set(id);
+    if (same_members(*e.router, then_set, now_set)) continue;
+    bool was_member = false;
+    for (uint32_t k = 0; k < then_set.size; ++k) {
+      was_member =
+          was_member || same_server(e.router->table().servers[then_set.routes[k].server], member);
+    }
+    if (!was_member) return true;
+  }
+  return false;
+}
+
+void RequestFlow::next_old_delete(uint32_t index, int64_t now_ns, FlowActions& out) {
+  if (delete_old_copy(index, now_ns, out)) return;
+  Request& r = slots_[index];
+  r.stage = Request::Stage::kNewDelete;
+  r.flags = 0;
+  forward(index, now_ns, out);
+}
+
+bool RequestFlow::delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out) {
+  Request& r = slots_[index];
+  LinkTarget target;
+  uint64_t version = 0;
+  if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version)) {
+    return false;
+  }
+  r.stage = Request::Stage::kOldDelete;
+  r.flags = frame::kFlagAnyOwner;
+  send(index, target, version, out);
+  arm_hedge(index, now_ns);
+  return true;
+}
+
+bool RequestFlow::delete_left_copy(uint32_t index, uint64_t their_version, FlowActions& out) {
+  // A LOGOUT's copy refused with MOVED by a server whose table (ours too by now) no longer places
+  // the id on it: it keeps its copy until a purge, and a fallback read in the grace period would
+  // find the user there (issue 33: a member frozen while the replica count went from 3 to 2).
+  // Deleted as an old copy (kFlagAnyOwner), as a LOGOUT during a grace period does; nobody waits.
+  // Not a LOGIN's or HEARTBEAT's: the old copy may be the only one of the user's previous write
+  // until the stream has moved it, and this write may not have landed anywhere.
+  Request& r = slots_[index];
+  if (r.type != FrameType::kDelete || r.flags != 0 || !router_ || version() < their_version) {
+    return false;
+  }
+  const LinkTarget target = sent_to_now(r);
+  if (!target.server || router_->holds(r.ask.user_id, target.current) || !links_.can_send(target)) {
+    return false;
+  }
+  r.stage = Request::Stage::kRepair;
+  r.flags = frame::kFlagAnyOwner;
+  send(index, target, version(), out);
+  return true;
+}
+
+bool RequestFlow::try_fallback_read(uint32_t index, bool missed, int64_t now_ns, FlowActions& out) {
+  // During the grace period a lookup that misses at the new owner is retried at the owner under
+  // the previous table(s): a user who logged in before the move is never missing.
+  Request& r = slots_[index];
+  if (r.type != FrameType::kGet || !router_ || !routing_ || routing_->earlier.empty()) return false;
+  LinkTarget target;
+  uint64_t version = 0;
+  const ServerInfo& answered = read_member(r);
+  if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version, &answered,
+                     missed, first_try_server(r))) {
+    return false;
+  }
+  ++counters_.fallback_reads;
+  r.stage = Request::Stage::kFallback;
+  r.flags = frame::kFlagAnyOwner;
+  send(index, target, version, out);
+  return true;
+}
+
+void RequestFlow::read_repair(const Request& found_for, const frame::Response& found,
+                              FlowActions& out) {
+  // Copy the record to its owner and replicas, keeping its age, unless the user wrote there
+  // meanwhile.
+  const ClientAsk ask = found_for.ask;  // allocate() may move slots_: `found_for` is not used below
+  const ReplicaSet set = router_->replica_set(ask.user_id);
+  for (uint32_t i = 0; i < set.size; ++i) {
+    const LinkTarget target = member_target(set.routes[i]);
+    if (!links_.can_send(target)) continue;  // best effort: the next heartbeat writes it anyway
+    const uint32_t index = allocate();
+    Request& r = slots_[index];
+    r.ask = ask;
+    r.ask.endpoint = found.endpoint;
+    r.type = FrameType::kUpsert;
+    r.stage = Request::Stage::kRepair;
+    r.flags = frame::kFlagIfAbsent;
+    r.age_seconds = found.age_seconds;
+    ++counters_.read_repairs;
+    send(index, target, router_->version(), out);
+  }
+}
+
+}  // namespace imhash
