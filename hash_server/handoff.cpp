@@ -62,6 +62,14 @@ void Handoff::start(std::shared_ptr<const Router> router, int self_index, const 
   restart_scan();
 }
 
+bool Handoff::refilled_by_others(uint64_t id, const ReplicaSet& set, uint32_t lost) const {
+  for (uint32_t k = 0; k < set.size; ++k) {
+    const uint32_t other = set.routes[k].server;
+    if (other != lost && !lost_index_[other] && held_throughout(id, other)) return true;
+  }
+  return false;
+}
+
 bool Handoff::held_throughout(uint64_t id, uint32_t member) const {
   if (history_.empty() || send_all_ || lost_index_[member]) return false;
   for (size_t i = 0; i < history_.size(); ++i) {
@@ -147,10 +155,19 @@ size_t Handoff::step(RecordStore& store, size_t max_slots, std::vector<Batch>& o
           return false;  // a handoff deletes nothing
         }
         const ReplicaSet set = router.replica_set(id);
+        bool self_member = false;
+        for (uint32_t k = 0; k < set.size; ++k) {
+          self_member = self_member || (self_index_ >= 0 &&
+                                        set.routes[k].server == static_cast<uint32_t>(self_index_));
+        }
         for (uint32_t k = 0; k < set.size; ++k) {
           const Route& member = set.routes[k];
           if (self_index_ >= 0 && member.server == static_cast<uint32_t>(self_index_)) continue;
           if (held_throughout(id, member.server)) continue;
+          if (!self_member && lost_index_[member.server] &&
+              refilled_by_others(id, set, member.server)) {
+            continue;
+          }
           cut(id, r, member, out);
           ++records_cut;
         }

@@ -107,6 +107,13 @@ class Handoff {
   // With replicas: whether server `member` (an index in router_'s table) held `id` under every
   // table of the history.
   bool held_throughout(uint64_t id, uint32_t member) const;
+  // With replicas, for a server not in `id`'s set now (its copy is an old one: a member that left
+  // the set, awaiting the purge): whether a member of `set` other than `lost` (one back empty) held
+  // the id throughout, and so refills it with every write since. The old copy is then not sent:
+  // it may be older than theirs and arrive after them, and within one second a streamed copy
+  // cannot tell which is newer (a nemesis run: the copies went from 3 to 2, a server came back
+  // empty, and the third's old copy of a heartbeat's second was kept over the newer one).
+  bool refilled_by_others(uint64_t id, const ReplicaSet& set, uint32_t lost) const;
   // Done once the scan has ended and nothing is in flight; or, after a lost link, once more.
   void maybe_finish();
   void restart_scan();

@@ -648,6 +648,47 @@ TEST_CASE("handoff: with replicas a member that held an id under every table sin
   }
 }
 
+TEST_CASE("handoff: an old copy is not streamed to a server back empty that the members refill") {
+  // A nemesis run (seed 100): the copies went from 3 to 2, then hash2 came back empty; hash4 still
+  // had its copies of ids it no longer held (their purge was due) and streamed them to hash2 beside
+  // the members' newer ones, and an old copy of a heartbeat's second was kept over the newer one.
+  auto three = replicated_ring(4, 3, 5);
+  auto two = replicated_ring(4, 2, 6);
+  RecordStore s = filled(0, 6000);
+  size_t refilled = 0, hash2_ids = 0;
+  for (const int self : {0, 2, 3}) {  // hash2 (1) is the one back empty
+    CAPTURE(self);
+    const std::string self_name = two->table().servers[static_cast<size_t>(self)].name;
+    Handoff h;
+    h.start(two, self, s, true, {three, two}, {"hash2"});
+    const Targets got = scan_targets(h, s);
+    for (uint64_t id = 0; id < 6000; ++id) {
+      CAPTURE(id);
+      const ReplicaSet set = two->replica_set(id);
+      bool self_member = false, hash2_member = false;
+      for (uint32_t k = 0; k < set.size; ++k) {
+        const std::string& name = two->table().servers[set.routes[k].server].name;
+        self_member = self_member || name == self_name;
+        hash2_member = hash2_member || name == "hash2";
+      }
+      const auto it = got.find(id);
+      bool to_hash2 = false, to_others = false;
+      if (it != got.end()) {
+        for (const auto& [name, shard] : it->second)
+          (name == "hash2" ? to_hash2 : to_others) = true;
+      }
+      // The other member held it under both tables (a ring's 2 copies are its 3's first two).
+      CHECK_FALSE(to_others);
+      CHECK(to_hash2 == (hash2_member && self_member));
+      refilled += to_hash2 ? 1 : 0;
+      hash2_ids += self == 0 && hash2_member ? 1 : 0;
+    }
+  }
+  // Each of hash2's ids is refilled once, by its other member.
+  CHECK(hash2_ids > 1000);
+  CHECK(refilled == hash2_ids);
+}
+
 TEST_CASE("handoff: with replicas the rescan after a lost link ignores the history") {
   auto router = replicated_ring(3, 3, 5);
   RecordStore s = filled(0, 3000);
