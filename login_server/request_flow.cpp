@@ -429,9 +429,8 @@ void RequestFlow::arm_hedge(uint32_t index, int64_t now_ns) {
   const Request& r = slots_[index];
   // An old-copy delete is bounded too, with one copy or more (skip_old_delete).
   const bool old_delete = r.stage == Request::Stage::kOldDelete;
-  const bool fallback = r.stage == Request::Stage::kFallback && !r.hedged;
   if (settings_.hedge_ns <= 0 ||
-      (!old_delete && !fallback &&
+      (!old_delete &&
        (r.hedged || router_->replicas() == 1 || r.flags != 0 ||
         (r.stage != Request::Stage::kFirst && r.stage != Request::Stage::kNewDelete)))) {
     return;
@@ -517,10 +516,6 @@ void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
   if (!r || !router_) return;  // answered, or moved on, meanwhile
   if (r->stage == Request::Stage::kOldDelete) {
     skip_old_delete(t, now_ns, out);
-    return;
-  }
-  if (r->stage == Request::Stage::kFallback) {
-    hedge_fallback(t, now_ns, out);
     return;
   }
   // The next member of the set after the one it waits for; under a table that came meanwhile,

@@ -322,8 +322,6 @@ class RequestFlow {
   bool back_to_first_try(uint32_t index);
   // A LOGOUT's old-copy delete unanswered after hedge_ns: the LOGOUT goes on without it.
   void skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out);
-  // A fallback read unanswered after hedge_ns: the next earlier member is asked too.
-  void hedge_fallback(const Timer& t, int64_t now_ns, FlowActions& out);
   // `missed`: the member answered NOT_FOUND (not NOT_READY, which is no answer).
   bool try_fallback_read(uint32_t index, bool missed, int64_t now_ns, FlowActions& out);
   // A LOGOUT's copy answered MOVED by a server no longer placed on the id: its old copy deleted.

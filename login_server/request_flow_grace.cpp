@@ -180,42 +180,7 @@ bool RequestFlow::try_fallback_read(uint32_t index, bool missed, int64_t now_ns,
   r.stage = Request::Stage::kFallback;
   r.flags = frame::kFlagAnyOwner;
   send(index, target, version, out);
-  arm_hedge(index, now_ns);
   return true;
-}
-
-void RequestFlow::hedge_fallback(const Timer& t, int64_t now_ns, FlowActions& out) {
-  // A fallback read its earlier member has not answered within the hedge delay (a lossy or slow
-  // link: nemesis runs, drains under loss on another host's link, dozens of TIMEOUTs): the next
-  // earlier member is asked too, in a slot that now answers the client, within the same
-  // deadline; the slow one's OK, if it comes first, is still the answer (first_try_answers).
-  Request& slow = slots_[t.index];
-  uint8_t from = slow.earlier;
-  uint8_t member = slow.earlier_member;
-  LinkTarget target;
-  uint64_t version = 0;
-  const ServerInfo& answered = read_member(slow);
-  if (!earlier_owner(slow.ask.user_id, from, member, now_ns, target, version, &answered,
-                     !slow.in_doubt, first_try_server(slow))) {
-    return;  // no other: the slow one's answer is awaited
-  }
-  const uint32_t next = take_over(t.index);  // may move slots_
-  Request& first = slots_[t.index];
-  Request& n = slots_[next];
-  n.stage = Request::Stage::kFallback;
-  n.flags = frame::kFlagAnyOwner;
-  n.member = first.member;
-  n.in_doubt = first.in_doubt;
-  n.earlier = from;
-  n.earlier_member = member;
-  first.stage = Request::Stage::kAbandoned;
-  first.hedged_to = next;
-  first.hedged_to_gen = n.generation;
-  ++counters_.fallback_reads;
-  send(next, target, version, out);
-  const Request& sent = slots_[next];
-  deadlines_.push(
-      {next, sent.generation, sent.sends, t.at_ns - settings_.hedge_ns + settings_.park_ns});
 }
 
 void RequestFlow::read_repair(const Request& found_for, const frame::Response& found,

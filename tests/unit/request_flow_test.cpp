@@ -1497,45 +1497,6 @@ TEST_CASE("request_flow: a hedged read's miss is not read again at the slow memb
   }
 }
 
-TEST_CASE(
-    "request_flow: a fallback read its earlier member does not answer in time asks the next") {
-  // Nemesis runs: during a drain's grace period, lookups that missed at the new members fell back
-  // to an earlier member whose link was lossy, and timed out although the other earlier member
-  // was up. v1: id 10 on hash1 and hash2; v2 (in its grace period): on hash3 and hash4.
-  Hedging h(2);
-  h.set(routing(replicated(2, 3, 2), {replicated(1, 1, 2)}, h.now + 1000 * kMs));
-  const auto a = h.request(Op::kLookup, 10);
-  REQUIRE(a.size() == 1);
-  check_send(a[0], "hash3", FrameType::kGet, 2);
-  auto& fb = h.answer_with(a[0].token, answer(FrameStatus::kNotFound));
-  REQUIRE(fb.size() == 1);
-  check_send(fb[0], "hash1", FrameType::kGet, 1, frame::kFlagAnyOwner);
-  const uint64_t slow = fb[0].token;
-  CHECK(h.tick_at(h.now + 49 * kMs).empty());
-  auto& next = h.tick_at(h.now + 50 * kMs);
-  REQUIRE(next.size() == 1);
-  check_send(next[0], "hash2", FrameType::kGet, 1, frame::kFlagAnyOwner);
-  SUBCASE("the next one answers: that is the client's answer (and a read repair)") {
-    auto& r = h.answer_with(next[0].token, found(31));
-    REQUIRE_FALSE(r.empty());
-    CHECK(reply_of(r.back()).status == Status::kOk);
-    for (size_t i = 0; i + 1 < r.size(); ++i) CHECK(r[i].frame.flags == frame::kFlagIfAbsent);
-    CHECK(h.answer_with(slow, found(31)).empty());  // late: nobody's
-  }
-  SUBCASE("the slow one answers first: its OK is the client's") {
-    auto& r = h.answer_with(slow, found(31));
-    REQUIRE(r.size() == 1);
-    CHECK(reply_of(r[0]).status == Status::kOk);
-    CHECK(h.answer_with(next[0].token, found(31)).empty());
-  }
-  SUBCASE("neither answers: TIMEOUT once, at the deadline") {
-    CHECK(h.tick_at(h.now + 99 * kMs).empty());
-    auto& r = h.tick_at(h.now + 100 * kMs);
-    REQUIRE(r.size() == 1);
-    CHECK(reply_of(r[0]).status == Status::kTimeout);
-  }
-}
-
 TEST_CASE("request_flow: a newer table takes effect once its new links were tried, or on MOVED") {
   // v9 adds hash3 back; the worker dials it before the table takes effect, unless a hash server
   // already refuses requests under v8 (a nemesis run: the dial took 500 ms, cut off).
