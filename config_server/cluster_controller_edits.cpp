@@ -52,6 +52,20 @@ Change ClusterController::add_servers(const std::vector<ServerSpec>& specs, Now 
                               " is still purging the records it held before it was removed; try "
                               "again when that is done");
     }
+    // Its old copies, kept until the streams of its removal are done: added back before they are
+    // purged, it would own them again, and a copy older than a write the others got meanwhile
+    // (or a user who logged out since) would be served again. (A nemesis run: a drain's state
+    // went with the config leader, the drained server was added back at once, and it answered a
+    // heartbeat from before the drain for 27 s, its copy and the newer one seen in the same
+    // second.)
+    if (const PendingPurge* p = pending_for(spec.name);
+        p && router_ && router_->table().server_index(spec.name) < 0) {
+      return refused(409, spec.name +
+                              " still holds its old copies of the ids it gave away at version " +
+                              std::to_string(p->version) +
+                              " (their purge waits for that change's streams); try again when "
+                              "it is done (imctl status: pending purges)");
+    }
     if (!spec.address || !spec.shards) {
       if (!node) {
         return refused(404, "unknown server " + spec.name +

@@ -14,7 +14,8 @@
 //            table, then added back), each waiting for its streams and purges to finish.
 //
 // Each lane draws from its own generator, seeded from the run's seed and the lane, so a seed gives
-// the same faults in the same order with the same targets and lengths; when each starts depends
+// the same faults in the same order with the same targets and lengths (each of a lane's kinds once
+// in every round of draws, in a random order); when each starts depends
 // on how fast the cluster settles (the log has the times). Every fault is logged with its start,
 // its end and the evidence that it took effect (the process's state, the routes, the qdisc or the
 // relay, the new table version). The windows file tells the history checker (tools/nemesis/) which

@@ -64,8 +64,13 @@ RequestFlow::Request* RequestFlow::find(uint64_t token) {
 void RequestFlow::set_routing(std::shared_ptr<const RoutingState> routing, int64_t now_ns,
                               FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
+  const std::shared_ptr<const RoutingState> before = std::move(routing_);
   routing_ = std::move(routing);
   router_ = routing_ ? routing_->current.get() : nullptr;
+  if (before && before->current && router_ && !hint_queues_.empty() &&
+      before->current->version() != router_->version() && router_->replicas() > 1) {
+    hold_for_new_members(*before->current);
+  }
   // Requests that met MOVED and waited for this table (or an older one) go out again, once. Those
   // waiting for a newer one stay parked: a push can bring the versions between first (a server
   // added, then ids assigned to it), and under those the old owner would answer MOVED again.
@@ -133,6 +138,7 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   Request* r = find(token);
   if (!r) return;
   const auto index = static_cast<uint32_t>(token);
+  if (!slow_.empty()) clear_slow(*r);
   switch (r->stage) {
     case Request::Stage::kAbandoned:
       if (response.status == FrameStatus::kOk && first_try_answers(index)) break;
@@ -200,8 +206,13 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   // yet and may have lost what it held): during a grace period the earlier owner still holds what
   // it held before the move, so a user who moved is found there. A miss there is no answer for
   // the members, though: UNAVAILABLE, as without the fallback.
+  // Not while a hedged read's first try is still on its way, though: that member is a current
+  // one and has every write since the move, which an earlier member does not (a nemesis run: the
+  // first try's link lossy, the next member back empty and being refilled, and the earlier table's
+  // third member, dropped from the set by a replica change, answered with the user's endpoint from
+  // before the change). The first try's answer is awaited instead (back_to_first_try below).
   if (response.status == FrameStatus::kNotReady && r->stage == Request::Stage::kFirst &&
-      try_fallback_read(index, false, now_ns, out)) {
+      !first_try_server(*r) && try_fallback_read(index, false, now_ns, out)) {
     slots_[index].in_doubt = true;
     return;
   }
@@ -429,8 +440,10 @@ void RequestFlow::arm_hedge(uint32_t index, int64_t now_ns) {
   const Request& r = slots_[index];
   // An old-copy delete is bounded too, with one copy or more (skip_old_delete).
   const bool old_delete = r.stage == Request::Stage::kOldDelete;
+  // A fallback read is armed only after a definite miss (try_fallback_read): hedge_fallback.
+  const bool fallback = r.stage == Request::Stage::kFallback;
   if (settings_.hedge_ns <= 0 ||
-      (!old_delete &&
+      (!old_delete && !fallback &&
        (r.hedged || router_->replicas() == 1 || r.flags != 0 ||
         (r.stage != Request::Stage::kFirst && r.stage != Request::Stage::kNewDelete)))) {
     return;
@@ -514,8 +527,13 @@ RequestFlow::Request* RequestFlow::at_send(const Timer& t) {
 void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
   const Request* r = at_send(t);
   if (!r || !router_) return;  // answered, or moved on, meanwhile
+  mark_slow(*r);
   if (r->stage == Request::Stage::kOldDelete) {
     skip_old_delete(t, now_ns, out);
+    return;
+  }
+  if (r->stage == Request::Stage::kFallback) {
+    hedge_fallback(t, now_ns, out);
     return;
   }
   // The next member of the set after the one it waits for; under a table that came meanwhile,
@@ -562,6 +580,7 @@ void RequestFlow::on_moved(uint32_t index, uint64_t their_version, int64_t now_n
   r.stage = Request::Stage::kFirst;
   r.earlier = 0;
   r.earlier_member = 0;
+  r.earlier_slow = 0;
   r.flags = 0;
   if (version() >= their_version) {
     forward(index, now_ns, out);

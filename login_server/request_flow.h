@@ -179,6 +179,7 @@ class RequestFlow {
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
     uint8_t earlier = 0;         // kFallback/kOldDelete: the next earlier table to consult
     uint8_t earlier_member = 0;  // ... and the next member of its replica set
+    uint8_t earlier_slow = 0;    // kFallback: members of that set passed over as slow (bits)
     uint8_t member = 0;          // kFirst/kNewDelete: the member of the current set it went to
     uint32_t age_seconds = 0;    // kRepair: the age of the record copied
     // A client's write, and its copies and holds: when its datagram arrived. Sent as the write's
@@ -289,9 +290,19 @@ class RequestFlow {
   // it, current or not, under an earlier table whose set for the id differs from today's, and
   // (when it `missed`: NOT_FOUND) does not have `answered` in it either; nor `waiting`, the
   // server a hedged read's first try still waits on (its answer is on its way already).
+  // A read (`slow_skipped` set) asks a member that is slow (is_slow) after the set's others: the
+  // bits of those it passed over, asked once the set's others are.
   bool earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
                      LinkTarget& target, uint64_t& version, const ServerInfo* answered = nullptr,
-                     bool missed = false, const ServerInfo* waiting = nullptr) const;
+                     bool missed = false, const ServerInfo* waiting = nullptr,
+                     uint8_t* slow_skipped = nullptr) const;
+  // Slow members: a request to one went unanswered for hedge_ns (a hedge fired), and nothing has
+  // come from it since. A fallback read asks the other members of an earlier set first (a nemesis
+  // run: lookups in a grace period fell back to a server cut from the login servers 250 ms
+  // before, the last of its set, and timed out). Few at a time: the oldest mark goes past kMaxSlow.
+  void mark_slow(const Request& r);
+  void clear_slow(const Request& r);
+  bool is_slow(const LinkTarget& target) const;
   // The server a hedged read's first try (abandoned, still on its way) was sent to; null when
   // `r` is no hedged read or its first try is over.
   const ServerInfo* first_try_server(const Request& r) const;
@@ -322,6 +333,9 @@ class RequestFlow {
   bool back_to_first_try(uint32_t index);
   // A LOGOUT's old-copy delete unanswered after hedge_ns: the LOGOUT goes on without it.
   void skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out);
+  // A fallback read after a definite miss, unanswered after hedge_ns: the next member of the same
+  // earlier table is asked too.
+  void hedge_fallback(const Timer& t, int64_t now_ns, FlowActions& out);
   // `missed`: the member answered NOT_FOUND (not NOT_READY, which is no answer).
   bool try_fallback_read(uint32_t index, bool missed, int64_t now_ns, FlowActions& out);
   // A LOGOUT's copy answered MOVED by a server no longer placed on the id: its old copy deleted.
@@ -339,6 +353,13 @@ class RequestFlow {
   bool held_for(const LinkTarget& target) const;
   // Holds `write` for `target`, unless a later write of the id (by write_seq) is held already.
   void hold(const LinkTarget& target, const Request& write);
+  void hold(const LinkTarget& target, const Hint& write);
+  // A write held for a member that missed it: held too for each member of the id's set now that
+  // was not in it under `then` (they are streamed the id, maybe from the member that missed it).
+  void hold_for_new_members(const Router& then, const Hint& write, const std::string& held_for,
+                            const std::string& held_for_address);
+  // The same for every write held when the table changes from `then` to the current one.
+  void hold_for_new_members(const Router& then);
   // The write in slot `index` failed UNAVAILABLE on its link, or was lost with it after it timed
   // out: held for that member again.
   void hold_again(uint32_t index);
@@ -404,8 +425,13 @@ class RequestFlow {
   std::vector<LatestWrite> latest_writes_;
   std::vector<Parked> parked_;          // MOVED, waiting (bounded in time) for a newer table
   std::vector<HintQueue> hint_queues_;  // members with held writes (few: those out of reach)
-  TimerQueue hedges_;                   // client requests to send on to the next member at at_ns
-  TimerQueue deadlines_;                // hedged requests to answer TIMEOUT at at_ns
+  struct SlowMark {  // a server, every shard of it: a cut or frozen host is slow on each link
+    std::string server, address;
+  };
+  static constexpr size_t kMaxSlow = 32;
+  std::vector<SlowMark> slow_;  // is_slow; empty while every member answers in time
+  TimerQueue hedges_;           // client requests to send on to the next member at at_ns
+  TimerQueue deadlines_;        // hedged requests to answer TIMEOUT at at_ns
 };
 
 }  // namespace imhash

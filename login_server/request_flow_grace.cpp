@@ -3,6 +3,9 @@
 // (a fallback read, and the read repair of what it finds) and by a LOGOUT, which deletes their old
 // copies before the current members' (and goes on without one that is slow or out of reach).
 // The rest of the flow is in request_flow.cpp.
+#include <algorithm>
+#include <bit>
+
 #include "login_server/request_flow.h"
 
 namespace imhash {
@@ -12,16 +15,30 @@ using frame::FrameType;
 
 void RequestFlow::skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& out) {
   // An old copy's server too slow to answer (cut off, frozen): its delete goes on without anyone
-  // waiting for it, and the LOGOUT goes on to the next old copy, then the current members, within
-  // the first try's deadline. (Waited for, it cost the client a TIMEOUT: a nemesis run, a login
-  // server cut from a server being drained.) Until that copy is deleted a fallback read cannot
-  // find it: the current members' misses say the user was deleted during the move.
+  // waiting for it, and so do the other old copies' deletes, sent now, and the LOGOUT goes on to
+  // the current members within the first try's deadline. (Waited for, one slow copy cost the
+  // client a TIMEOUT: a nemesis run, a login server cut from a server being drained; waited for
+  // one after the other, two slow copies did.) Until those copies are deleted a fallback read
+  // cannot find them: the current members' misses say the user was deleted during the move.
   const uint32_t next = take_over(t.index);
   Request& slow = slots_[t.index];
   slots_[next].earlier = slow.earlier;
   slots_[next].earlier_member = slow.earlier_member;
   slow.stage = Request::Stage::kRepair;
-  next_old_delete(next, now_ns, out);
+  for (;;) {
+    LinkTarget target;
+    uint64_t version = 0;
+    Request& r = slots_[next];
+    if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version)) break;
+    const uint32_t copy = copy_of(next);  // may move slots_
+    slots_[copy].stage = Request::Stage::kRepair;
+    slots_[copy].flags = frame::kFlagAnyOwner;
+    send(copy, target, version, out);
+  }
+  Request& n = slots_[next];
+  n.stage = Request::Stage::kNewDelete;
+  n.flags = 0;
+  forward(next, now_ns, out);
   const Request& sent = slots_[next];
   if (sent.live) {
     deadlines_.push(
@@ -29,13 +46,52 @@ void RequestFlow::skip_old_delete(const Timer& t, int64_t now_ns, FlowActions& o
   }
 }
 
+void RequestFlow::mark_slow(const Request& r) {
+  const LinkTarget t = sent_to_now(r);
+  if (!t.server || is_slow(t)) return;
+  if (slow_.size() >= kMaxSlow) slow_.erase(slow_.begin());
+  slow_.push_back({t.server->name, t.server->address});
+}
+
+void RequestFlow::clear_slow(const Request& r) {
+  const LinkTarget t = sent_to_now(r);
+  if (!t.server) return;
+  std::erase_if(slow_, [&](const SlowMark& m) {
+    return m.server == t.server->name && m.address == t.server->address;
+  });
+}
+
+bool RequestFlow::is_slow(const LinkTarget& t) const {
+  for (const SlowMark& m : slow_) {
+    if (m.server == t.server->name && m.address == t.server->address) return true;
+  }
+  return false;
+}
+
 bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int64_t now_ns,
                                 LinkTarget& target, uint64_t& version, const ServerInfo* answered,
-                                bool missed, const ServerInfo* waiting) const {
+                                bool missed, const ServerInfo* waiting,
+                                uint8_t* slow_skipped) const {
   if (!routing_) return false;
   const auto& servers = router_->table().servers;
   ReplicaSet now_set;  // computed once a table in its grace period needs it
-  for (; from < routing_->earlier.size(); ++from, member = 0) {
+  // The link to `route`'s server under the earlier table `then`: a server the current table still
+  // has under the same identity is reached through its current links (the worker keeps one set
+  // of links per server: name, address, shards).
+  const auto link_to = [&](const Router& then, const Route& route) {
+    const ServerInfo& s = then.table().servers[route.server];
+    const int i = router_->table().server_index(s.name);
+    const ServerInfo* now = i < 0 ? nullptr : &servers[static_cast<size_t>(i)];
+    const bool current = now && now->address == s.address && now->shards == s.shards;
+    return LinkTarget{&s, current ? static_cast<uint32_t>(i) : LinkTarget::kNotCurrent,
+                      route.shard};
+  };
+  const auto next_table = [&] {
+    ++from;
+    member = 0;
+    if (slow_skipped) *slow_skipped = 0;
+  };
+  for (; from < routing_->earlier.size(); next_table()) {
     const auto& e = routing_->earlier[from];
     if (now_ns >= e.grace_until_ns) continue;
     if (now_set.size == 0) now_set = router_->replica_set(id);
@@ -73,17 +129,24 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
           holds_now = holds_now || same_server(servers[now_set.routes[k].server], then);
         if (holds_now) continue;
       }
-      // The worker keeps one set of links per server (name, address, shards): a server the current
-      // table still has under the same identity is reached through its current links.
-      const int i = router_->table().server_index(then.name);
-      const ServerInfo* now = i < 0 ? nullptr : &servers[static_cast<size_t>(i)];
-      const bool current = now && now->address == then.address && now->shards == then.shards;
-      target = LinkTarget{&then, current ? static_cast<uint32_t>(i) : LinkTarget::kNotCurrent,
-                          route.shard};
+      target = link_to(*e.router, route);
       // Unreachable, or with writes held for it (it may answer from before them): not now.
       if (!links_.can_send(target) || held_for(target)) continue;
+      if (slow_skipped && member < 8 && is_slow(target)) {
+        *slow_skipped = static_cast<uint8_t>(*slow_skipped | (1u << member));
+        continue;
+      }
       version = e.router->version();
       ++member;
+      return true;
+    }
+    // The set's slow members, once the others have been asked.
+    while (slow_skipped && *slow_skipped != 0) {
+      const auto k = static_cast<uint32_t>(std::countr_zero(*slow_skipped));
+      *slow_skipped = static_cast<uint8_t>(*slow_skipped & ~(1u << k));
+      target = link_to(*e.router, then_set.routes[k]);
+      if (!links_.can_send(target) || held_for(target)) continue;
+      version = e.router->version();
       return true;
     }
   }
@@ -173,14 +236,57 @@ bool RequestFlow::try_fallback_read(uint32_t index, bool missed, int64_t now_ns,
   uint64_t version = 0;
   const ServerInfo& answered = read_member(r);
   if (!earlier_owner(r.ask.user_id, r.earlier, r.earlier_member, now_ns, target, version, &answered,
-                     missed, first_try_server(r))) {
+                     missed, first_try_server(r), &r.earlier_slow)) {
     return false;
   }
   ++counters_.fallback_reads;
   r.stage = Request::Stage::kFallback;
   r.flags = frame::kFlagAnyOwner;
   send(index, target, version, out);
+  if (missed) arm_hedge(index, now_ns);
   return true;
+}
+
+void RequestFlow::hedge_fallback(const Timer& t, int64_t now_ns, FlowActions& out) {
+  // A fallback read after a definite miss that its earlier member has not answered within the
+  // hedge delay (a lossy or slow link; nemesis runs: drains under loss on another host's link,
+  // dozens of TIMEOUTs): the next member of the same earlier table is asked too, in a slot that
+  // now answers the client, within the same deadline; the slow one's OK, if it comes first, is
+  // still the answer (first_try_answers). Only after a miss at a current member: that miss says
+  // no write reached the id's new set since the move, so every member of the earlier set holds
+  // what it held then, the same writes. Not one of an older table, which stopped getting writes
+  // earlier, and not after NOT_READY, which says nothing about writes since the move: asked
+  // because another was slow, such a member answered with an older endpoint (1f27b00 hedged
+  // both, and a long run read 184 stale endpoints).
+  Request& slow = slots_[t.index];
+  uint8_t from = slow.earlier;
+  uint8_t member = slow.earlier_member;
+  uint8_t skipped = slow.earlier_slow;
+  LinkTarget target;
+  uint64_t version = 0;
+  const ServerInfo& answered = read_member(slow);
+  if (!earlier_owner(slow.ask.user_id, from, member, now_ns, target, version, &answered,
+                     /*missed=*/true, first_try_server(slow), &skipped) ||
+      from != slow.earlier) {
+    return;  // no other in that table: the slow one's answer is awaited
+  }
+  const uint32_t next = take_over(t.index);  // may move slots_
+  Request& first = slots_[t.index];
+  Request& n = slots_[next];
+  n.stage = Request::Stage::kFallback;
+  n.flags = frame::kFlagAnyOwner;
+  n.member = first.member;
+  n.earlier = from;
+  n.earlier_member = member;
+  n.earlier_slow = skipped;
+  first.stage = Request::Stage::kAbandoned;
+  first.hedged_to = next;
+  first.hedged_to_gen = n.generation;
+  ++counters_.fallback_reads;
+  send(next, target, version, out);
+  const Request& sent = slots_[next];
+  deadlines_.push(
+      {next, sent.generation, sent.sends, t.at_ns - settings_.hedge_ns + settings_.park_ns});
 }
 
 void RequestFlow::read_repair(const Request& found_for, const frame::Response& found,

@@ -106,6 +106,11 @@ RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
 }
 
 void RequestFlow::hold(const LinkTarget& target, const Request& write) {
+  hold(target,
+       Hint{write.type, write.ask.user_id, write.ask.endpoint, write.made_ns, write.write_seq});
+}
+
+void RequestFlow::hold(const LinkTarget& target, const Hint& write) {
   if (!settings_.hold_writes) {
     ++counters_.hints_dropped;
     return;
@@ -117,7 +122,7 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write) {
     q->address = target.server->address;
     q->shard = target.shard;
   }
-  const auto it = q->hints.find(write.ask.user_id);
+  const auto it = q->hints.find(write.id);
   // Writes fail in the order they were sent, so a later write of the id may be held already (the
   // link was full, then broke with an earlier one on it), or come after (two writes of the id on
   // a link that breaks): the later one by sequence is the record, whichever arrives last here.
@@ -126,13 +131,36 @@ void RequestFlow::hold(const LinkTarget& target, const Request& write) {
     ++counters_.hints_dropped;
     return;
   }
-  const Hint h{write.type, write.ask.user_id, write.ask.endpoint, write.made_ns, write.write_seq};
   if (it == q->hints.end()) {
-    q->hints.emplace(write.ask.user_id, h);
+    q->hints.emplace(write.id, write);
   } else {
-    it->second = h;  // the later write is the record
+    it->second = write;  // the later write is the record
   }
   ++counters_.hints_queued;
+}
+
+void RequestFlow::hold_for_new_members(const Router& then, const Hint& write,
+                                       const std::string& held_for,
+                                       const std::string& held_for_address) {
+  // A member that missed a write keeps its older record, and when a table change gives the id a
+  // new member, streams it there; the write's replay reaches only the member it is held for, so
+  // the new one would keep the older record for good, a LOGOUT undone (a nemesis run: a LOGOUT
+  // held for hash1, cut from the login servers, while hash4 was drained and added back; hash1
+  // streamed the user to hash4, which answered it for 20 s). The new member gets the write too:
+  // it keeps the later of the two by when each was made, so the stream's older copy, arriving
+  // after, does not undo it.
+  const ReplicaSet then_set = then.replica_set(write.id);
+  const ReplicaSet now_set = router_->replica_set(write.id);
+  for (uint32_t k = 0; k < now_set.size; ++k) {
+    const ServerInfo& member = router_->table().servers[now_set.routes[k].server];
+    if (member.name == held_for && member.address == held_for_address) continue;
+    bool was_member = false;
+    for (uint32_t j = 0; j < then_set.size; ++j) {
+      was_member =
+          was_member || same_server(then.table().servers[then_set.routes[j].server], member);
+    }
+    if (!was_member) hold(member_target(now_set.routes[k]), write);
+  }
 }
 
 void RequestFlow::hold_again(uint32_t index) {
@@ -145,6 +173,28 @@ void RequestFlow::hold_again(uint32_t index) {
   if (r.type == FrameType::kGet || r.flags != 0 || !router_ || router_->replicas() == 1) return;
   const LinkTarget target = sent_to_now(r);
   if (target.server) hold(target, r);
+  // Members the id gained since the table it was sent under: hold_for_new_members.
+  if (r.link_version == router_->version() || r.link_server == LinkTarget::kNotCurrent) return;
+  for (const auto& e : routing_->earlier) {
+    const Router& then = *e.router;
+    if (then.version() != r.link_version || r.link_server >= then.table().servers.size()) continue;
+    const ServerInfo& sent = then.table().servers[r.link_server];
+    hold_for_new_members(then, Hint{r.type, r.ask.user_id, r.ask.endpoint, r.made_ns, r.write_seq},
+                         sent.name, sent.address);
+  }
+}
+
+void RequestFlow::hold_for_new_members(const Router& then) {
+  // A table change: every write held now, for members new to its id under the new table.
+  struct Held {
+    std::string server, address;
+    Hint write;
+  };
+  std::vector<Held> held;  // hold() may add queues
+  for (const HintQueue& q : hint_queues_) {
+    for (const auto& [id, h] : q.hints) held.push_back({q.server, q.address, h});
+  }
+  for (const Held& h : held) hold_for_new_members(then, h.write, h.server, h.address);
 }
 
 void RequestFlow::hold_until_table(uint32_t index, uint64_t their_version) {

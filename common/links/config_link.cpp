@@ -271,7 +271,9 @@ asio::awaitable<std::string> ConfigLink::State::connect() {
   boost::system::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
   socket.set_option(asio::socket_base::keep_alive(true), ec);
-  socket.set_option(TcpUserTimeout(static_cast<int>(settings.write_timeout.count())), ec);
+  socket.set_option(TcpUserTimeout(static_cast<int>(
+                        std::min(settings.unacknowledged_timeout, settings.write_timeout).count())),
+                    ec);
   if (settings.tls) {
     // TLS from the first byte, under the same deadline; the cluster-key handshake runs inside it.
     tls.emplace(socket, *settings.tls);

@@ -43,9 +43,16 @@ struct ConfigLinkSettings {
   std::chrono::milliseconds default_heartbeat{1000};  // when the welcome says 0
   std::chrono::milliseconds backoff_initial{50};
   std::chrono::milliseconds backoff_max{2000};
-  // A write stuck this long drops the connection; also the socket's TCP_USER_TIMEOUT, so a config
-  // server host that vanished is noticed although heartbeats still fit in the socket buffer.
+  // A write stuck this long drops the connection.
   std::chrono::milliseconds write_timeout{10000};
+  // The socket's TCP_USER_TIMEOUT (at most write_timeout): a config server host that vanished or
+  // was cut off (its kernel acknowledges nothing) is noticed this long after a heartbeat, although
+  // heartbeats still fit in the socket buffer, and the link goes on to the next address. Short,
+  // because a leader cut off is replaced within its lease TTL (3 s) and the new one lets
+  // `max(DOWN, 2.5 s)` pass before it changes the table: nodes still on the old one would miss
+  // the change (a nemesis run: nodes kept a cut-off leader's session for 6.5 s, until it came
+  // back, and the new leader's range move meanwhile cost 250 UNAVAILABLEs and TIMEOUTs).
+  std::chrono::milliseconds unacknowledged_timeout{2000};
   // The cluster key (common/runtime/cluster_key.h): when set, each session starts with the
   // handshake of common/security/link_auth.h (auth_hello, the config server's auth_challenge with
   // its proof, our auth_proof) before the registration; a config server that cannot prove the key

@@ -581,6 +581,25 @@ TEST_CASE("cluster controller: a drain shows its version and then that its purge
   CHECK(k.c.version() == 2);
 }
 
+TEST_CASE(
+    "cluster controller: a drained server is added back only once its old copies are purged") {
+  // A nemesis run: the drain's state went with the config leader, the server was added back at
+  // once and owned its old copies again; one was older than a heartbeat the others had.
+  Cluster k;
+  k.start({"hash1", "hash2", "login1"});
+  k.commit(k.c.drain("hash2", k.now));
+  k.ack_all();
+  const auto refused = std::get<Outcome>(k.c.add_servers({spec("hash2")}, k.now));
+  CHECK(refused.answer.status == 409);
+  const std::string why(refused.answer.body.as_object().at("error").as_string());
+  CHECK(why.find("old copies") != std::string::npos);
+  CHECK(k.c.version() == 2);
+  k.stream("hash1", StreamState::kDone, 2);
+  k.stream("hash2", StreamState::kDone, 2);
+  k.pass(kSecondNs);  // the purge goes out
+  CHECK(std::holds_alternative<ChangePlan>(k.c.add_servers({spec("hash2")}, k.now)));
+}
+
 TEST_CASE("cluster controller: a change whose push exceeds the message limit is refused") {
   // A table of many ranges with long names: with itself as the table before, a change of it takes
   // more than control::kMaxMessageSize (16 MiB) to push: about 18.9 MB (139 bytes a range).

@@ -1091,12 +1091,68 @@ TEST_CASE("request_flow: writes for a member out of reach are held, the latest o
   SUBCASE("a member that leaves the table takes its held writes with it") {
     Table t = replicated(3, 1, 2);
     t.servers[1].address = "127.0.0.1:9999";  // hash2 is another server now
+    h.links.blocked = {"hash1", "hash2"};
     h.set(routing(t));
     h.out.clear();
     h.flow.tick(h.now, h.out);
     CHECK(h.out.empty());
-    CHECK(h.flow.hints() == 0);
     CHECK(h.counters.hints_dropped == 2);
+    // The server now called hash2 is new to the ids: it is held what the old one missed (the
+    // next test case), and gets it once its link takes frames.
+    CHECK(h.flow.hints() == 2);
+    h.links.blocked.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 2);
+    for (const FlowAction& a : h.out) CHECK(a.target.server->address == "127.0.0.1:9999");
+    CHECK(h.flow.hints() == 0);
+  }
+}
+
+TEST_CASE("request_flow: a write held for a member is held for the id's new members too") {
+  // A nemesis run: a LOGOUT's copy for hash1, cut from the login servers, was held; hash4, drained
+  // meanwhile, was added back with the id's range, and hash1 streamed it the user it had not yet
+  // deleted: hash4 answered the logged-out user for 20 s. v2: id 10 on hash1 and hash2; v3: on
+  // hash2 and hash3.
+  const auto deleted_at_hash3 = [](Harness& h) {
+    h.links.blocked = {"hash2"};
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 1);
+    check_send(h.out[0], "hash3", FrameType::kDelete, 3);
+    CHECK(h.out[0].frame.id == 10);
+    CHECK(h.out[0].frame.flags == frame::kFlagTimed);
+    CHECK(h.flow.hints() == 1);  // hash2's, still out of reach
+  };
+  SUBCASE("held when the table changes") {
+    Harness h;
+    h.set(routing(replicated(2, 1, 2)));
+    h.links.blocked = {"hash2", "hash3"};
+    REQUIRE(h.request(Op::kLogout, 10).size() == 1);  // hash1 answers; hash2's copy is held
+    CHECK(h.flow.hints() == 1);
+    h.set(routing(replicated(3, 2, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+    CHECK(h.flow.hints() == 2);
+    deleted_at_hash3(h);
+  }
+  SUBCASE("held again after the table changed") {
+    Harness h;
+    h.set(routing(replicated(2, 1, 2)));
+    const auto logout = h.request(Op::kLogout, 10);
+    REQUIRE(logout.size() == 2);
+    check_send(logout[1], "hash2", FrameType::kDelete, 2);
+    h.set(routing(replicated(3, 2, 2), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+    CHECK(h.flow.hints() == 0);
+    h.links.blocked = {"hash2", "hash3"};
+    CHECK(h.fail_with(logout[1].token, Status::kUnavailable).empty());
+    CHECK(h.flow.hints() == 2);
+    deleted_at_hash3(h);
+  }
+  SUBCASE("not for a member the id had before") {
+    Harness h;
+    h.set(routing(replicated(2, 1, 2)));
+    h.links.blocked = {"hash2"};
+    REQUIRE(h.request(Op::kLogout, 10).size() == 1);
+    h.set(routing(replicated(3, 1, 3), {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+    CHECK(h.flow.hints() == 2);  // hash3, new; not hash1, which answered the LOGOUT
   }
 }
 
@@ -1255,12 +1311,18 @@ TEST_CASE("request_flow: a write whose link failed is held for its member again"
     CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
     CHECK(h.flow.hints() == 1);
   }
-  SUBCASE("not for a server the new table no longer has") {
+  SUBCASE("not for a server the new table no longer has; for the id's new member instead") {
     Table t = replicated(3, 1, 2);
     t.servers.erase(t.servers.begin() + 1);  // hash2 gone; ids below 1000 on hash1, hash3
     h.set(routing(t, {replicated(2, 1, 2)}, h.now + 1000 * kMs));
+    h.links.blocked = {"hash3"};
     CHECK(h.fail_with(login[1].token, Status::kUnavailable).empty());
-    CHECK(h.flow.hints() == 0);
+    CHECK(h.flow.hints() == 1);  // hash3's (the next test case but one)
+    h.links.blocked.clear();
+    h.out.clear();
+    h.flow.tick(h.now, h.out);
+    REQUIRE(h.out.size() == 1);
+    check_send(h.out[0], "hash3", FrameType::kUpsert, 3);
   }
 }
 
@@ -1278,6 +1340,30 @@ struct Hedging : Harness {
     flow.tick(at, out);
     return out;
   }
+  // A LOOKUP of `id` that misses at its first member, `first` under table `v`: the fallback read
+  // it leads to, checked to go to `to` under table `to_v`.
+  FlowAction lookup_missed(uint64_t id, const char* first, uint64_t v, const char* to,
+                           uint64_t to_v) {
+    const auto a = request(Op::kLookup, id);
+    REQUIRE(a.size() == 1);
+    check_send(a[0], first, FrameType::kGet, v);
+    auto& fb = answer_with(a[0].token, answer(FrameStatus::kNotFound));
+    REQUIRE(fb.size() == 1);
+    check_send(fb[0], to, FrameType::kGet, to_v, frame::kFlagAnyOwner);
+    return fb[0];
+  }
+  // A LOOKUP of `id` (table `v`) sent to `first`, which does not answer within the hedge delay:
+  // the tokens of the first try and of the hedge, checked to go to `next`.
+  std::pair<uint64_t, uint64_t> lookup_hedged(uint64_t id, const char* first, const char* next,
+                                              uint64_t v) {
+    const auto a = request(Op::kLookup, id);
+    REQUIRE(a.size() == 1);
+    check_send(a[0], first, FrameType::kGet, v);
+    auto& b = tick_at(now + 50 * kMs);
+    REQUIRE(b.size() == 1);
+    check_send(b[0], next, FrameType::kGet, v);
+    return {a[0].token, b[0].token};
+  }
 };
 
 TEST_CASE("request_flow: a LOGOUT's old-copy delete unanswered in time is not waited for") {
@@ -1289,15 +1375,17 @@ TEST_CASE("request_flow: a LOGOUT's old-copy delete unanswered in time is not wa
   REQUIRE(a.size() == 1);
   check_send(a[0], "hash2", FrameType::kDelete, 2, frame::kFlagAnyOwner);
   CHECK(h.tick_at(h.now + 49 * kMs).empty());
-  auto& b = h.tick_at(h.now + 50 * kMs);  // hash2 is silent: on to hash1's copy
-  REQUIRE(b.size() == 1);
+  // hash2 is silent: hash1's copy is deleted too, and neither is waited for (one after the other,
+  // two slow copies cost the client its deadline), and the owner's at once.
+  auto& b = h.tick_at(h.now + 50 * kMs);
+  REQUIRE(b.size() == 2);
   check_send(b[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
   const uint64_t at_hash1 = b[0].token;
-  // hash2's answer, late, is no answer to anyone.
-  CHECK(h.answer_with(a[0].token, answer(FrameStatus::kOk)).empty());
-  auto& c = h.answer_with(at_hash1, answer(FrameStatus::kOk));
-  REQUIRE(c.size() == 1);
+  std::vector<FlowAction> c{b[1]};
   check_send(c[0], "hash3", FrameType::kDelete, 3);
+  // Late answers of the old copies are no answer to anyone.
+  CHECK(h.answer_with(a[0].token, answer(FrameStatus::kOk)).empty());
+  CHECK(h.answer_with(at_hash1, answer(FrameStatus::kOk)).empty());
   SUBCASE("the owner answers: the client hears OK") {
     auto& d = h.answer_with(c[0].token, answer(FrameStatus::kOk));
     REQUIRE(d.size() == 1);
@@ -1433,17 +1521,11 @@ TEST_CASE(
   Hedging h(2);
   h.set(routing(replicated(2, 2, 2), {replicated(1, 1, 2)}, h.now + 1000 * kMs));
   h.links.blocked = {"hash1"};
-  const auto a = h.request(Op::kLookup, 10);
-  REQUIRE(a.size() == 1);
-  check_send(a[0], "hash2", FrameType::kGet, 2);
-  auto& b = h.tick_at(h.now + 50 * kMs);
-  REQUIRE(b.size() == 1);
-  check_send(b[0], "hash3", FrameType::kGet, 2);
-  const uint64_t hedge = b[0].token;
+  const auto [first, hedge] = h.lookup_hedged(10, "hash2", "hash3", 2);
   SUBCASE("hash2 reachable: not asked again, its first try's answer is the client's") {
     // Asked again, the slow member answers no sooner (the next test case).
     CHECK(h.answer_with(hedge, answer(FrameStatus::kNotFound)).empty());
-    auto& late = h.answer_with(a[0].token, found(31));
+    auto& late = h.answer_with(first, found(31));
     REQUIRE(late.size() == 1);
     CHECK(reply_of(late[0]).status == Status::kOk);
     CHECK(h.flow.active() == 0);
@@ -1451,7 +1533,7 @@ TEST_CASE(
   SUBCASE("hash2's link full: the first try's answer is the client's") {
     h.links.blocked.insert("hash2");
     CHECK(h.answer_with(hedge, answer(FrameStatus::kNotFound)).empty());
-    auto& late = h.answer_with(a[0].token, found(31));
+    auto& late = h.answer_with(first, found(31));
     REQUIRE(late.size() == 1);
     CHECK(reply_of(late[0]).status == Status::kOk);
     CHECK(reply_of(late[0]).age == 31);
@@ -1495,6 +1577,92 @@ TEST_CASE("request_flow: a hedged read's miss is not read again at the slow memb
     CHECK(reply_of(late[0]).status == Status::kOk);
     CHECK(h.flow.active() == 0);
   }
+}
+
+TEST_CASE(
+    "request_flow: a fallback read its earlier member does not answer in time asks the next") {
+  // Nemesis runs: during a drain's grace period, lookups that missed at the new members fell back
+  // to an earlier member whose link was lossy, and timed out although the other earlier member
+  // was up. v1: id 10 on hash1 and hash2; v2 (in its grace period): on hash3 and hash4.
+  Hedging h(2);
+  h.set(routing(replicated(2, 3, 2), {replicated(1, 1, 2)}, h.now + 1000 * kMs));
+  const uint64_t slow = h.lookup_missed(10, "hash3", 2, "hash1", 1).token;
+  CHECK(h.tick_at(h.now + 49 * kMs).empty());
+  auto& next = h.tick_at(h.now + 50 * kMs);
+  REQUIRE(next.size() == 1);
+  check_send(next[0], "hash2", FrameType::kGet, 1, frame::kFlagAnyOwner);
+  SUBCASE("the next one answers: that is the client's answer (and a read repair)") {
+    auto& r = h.answer_with(next[0].token, found(31));
+    REQUIRE_FALSE(r.empty());
+    CHECK(reply_of(r.back()).status == Status::kOk);
+    for (size_t i = 0; i + 1 < r.size(); ++i) CHECK(r[i].frame.flags == frame::kFlagIfAbsent);
+    CHECK(h.answer_with(slow, found(31)).empty());  // late: nobody's
+  }
+  SUBCASE("the slow one answers first: its OK is the client's") {
+    auto& r = h.answer_with(slow, found(31));
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kOk);
+    CHECK(h.answer_with(next[0].token, found(31)).empty());
+  }
+  SUBCASE("neither answers: TIMEOUT once, at the deadline") {
+    CHECK(h.tick_at(h.now + 99 * kMs).empty());
+    auto& r = h.tick_at(h.now + 100 * kMs);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kTimeout);
+  }
+}
+
+TEST_CASE("request_flow: a fallback read asks a member that has been slow after the others") {
+  // A nemesis run: lookups in a grace period fell back to hash1, cut from the login servers
+  // 250 ms before and the first of its earlier set, and each waited for it. v1: id 10 (and 11,
+  // 12) on hash1 and hash2; v2 (in its grace period): on hash3 and hash4.
+  Hedging h(2);
+  h.set(routing(replicated(2, 3, 2), {replicated(1, 1, 2)}, h.now + 5000 * kMs));
+  // A lookup whose fallback read at hash1 goes unanswered: hash1 is slow from then on.
+  const uint64_t at_hash1 = h.lookup_missed(10, "hash3", 2, "hash1", 1).token;
+  auto& hedged = h.tick_at(h.now + 50 * kMs);
+  REQUIRE(hedged.size() == 1);
+  check_send(hedged[0], "hash2", FrameType::kGet, 1, frame::kFlagAnyOwner);
+  REQUIRE_FALSE(h.answer_with(hedged[0].token, found(3)).empty());
+  // The next lookup's fallback asks hash2 first, then hash1.
+  const FlowAction fb2 = h.lookup_missed(11, "hash3", 2, "hash2", 1);
+  auto& then = h.answer_with(fb2.token, answer(FrameStatus::kNotFound));
+  REQUIRE(then.size() == 1);
+  check_send(then[0], "hash1", FrameType::kGet, 1, frame::kFlagAnyOwner);
+  REQUIRE_FALSE(h.answer_with(then[0].token, answer(FrameStatus::kNotFound)).empty());
+  // hash1 has answered: it comes first again.
+  CHECK(h.answer_with(at_hash1, found(3)).empty());  // late, nobody's
+  h.lookup_missed(12, "hash3", 2, "hash1", 1);
+}
+
+TEST_CASE("request_flow: a slow fallback read is not hedged to an older table's members") {
+  // An older table's members stopped getting the id's writes when the next table came: asked
+  // because the newer earlier member is slow, they may answer with an older endpoint. v1: id 10
+  // on hash1 and hash2; v2: on hash3 alone; v3 (now): on hash4 and hash5.
+  Hedging h(2);
+  Table v3 = replicated(3, 4, 2);
+  h.set(routing(v3, {replicated(2, 3, 1), replicated(1, 1, 2)}, h.now + 1000 * kMs));
+  const FlowAction fb = h.lookup_missed(10, "hash4", 3, "hash3", 2);
+  CHECK(h.tick_at(h.now + 50 * kMs).empty());  // hash1 and hash2 are not asked
+  auto& r = h.answer_with(fb.token, found(31));
+  REQUIRE_FALSE(r.empty());
+  CHECK(reply_of(r.back()).status == Status::kOk);
+}
+
+TEST_CASE("request_flow: NOT_READY at a hedged read's member waits for the first try") {
+  // A nemesis run: hash3's link lossy, the hedge's member hash4 back empty and being refilled
+  // (NOT_READY), and the earlier table's hash5, dropped from the set when the copies went from 3
+  // to 2 and so missing every write since, answered with the user's endpoint from before that.
+  // v1: id 10 on hash3, hash4 and hash5; v2 (in its grace period): on hash3 and hash4.
+  Hedging h(2);
+  h.set(routing(replicated(2, 3, 2), {replicated(1, 3, 3)}, h.now + 1000 * kMs));
+  const auto [first, hedge] = h.lookup_hedged(10, "hash3", "hash4", 2);
+  CHECK(h.answer_with(hedge, answer(FrameStatus::kNotReady)).empty());  // hash5 not asked
+  auto& late = h.answer_with(first, found(7));
+  REQUIRE(late.size() == 1);
+  CHECK(reply_of(late[0]).status == Status::kOk);
+  CHECK(reply_of(late[0]).age == 7);
+  CHECK(h.flow.active() == 0);
 }
 
 TEST_CASE("request_flow: a newer table takes effect once its new links were tried, or on MOVED") {
