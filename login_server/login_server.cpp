@@ -182,9 +182,12 @@ void LoginServer::start_config_link(const std::string& udp_address) {
   };
   cb.stats = [this] { return stats(); };
   cb.held_writes = [this] { return held_writes(); };
-  // A worker met a version we do not have: ask for it now rather than at the next heartbeat.
-  tables_.set_on_stale([this] {
-    if (control_.config_link()) control_.config_link()->heartbeat_now();
+  // A worker met a version we do not have: ask for it now rather than at the next heartbeat,
+  // saying which (a config leader that has just taken over may hold it back from us).
+  tables_.set_on_stale([this](uint64_t version) {
+    if (!control_.config_link()) return;
+    control_.config_link()->saw_version(version);
+    control_.config_link()->heartbeat_now();
   });
   control_.start_config_link(std::move(self), std::move(cb));
 }

@@ -41,7 +41,7 @@ void TableSource::set_listener(Listener l) {
   listener_ = std::move(l);
 }
 
-void TableSource::set_on_stale(std::function<void()> f) {
+void TableSource::set_on_stale(std::function<void(uint64_t version)> f) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   on_stale_ = std::move(f);
 }
@@ -89,7 +89,7 @@ void TableSource::refresh(uint64_t version) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   if (state_ && version != 0 && version <= state_->version()) return;  // already have it
   if (path_.empty()) {
-    if (on_stale_) on_stale_();
+    if (on_stale_) on_stale_(version);
     return;
   }
   const timespec now = mtime_of(path_);

@@ -42,7 +42,7 @@ class TableSource {
   void refresh(uint64_t version = 0);
   // Called with every table installed.
   void set_listener(Listener l);
-  void set_on_stale(std::function<void()> f);
+  void set_on_stale(std::function<void(uint64_t version)> f);
 
  private:
   void install_router(std::shared_ptr<const Router> next, std::shared_ptr<const Router> prev,
@@ -54,7 +54,7 @@ class TableSource {
   timespec mtime_{};
   std::shared_ptr<const RoutingState> state_;
   Listener listener_;
-  std::function<void()> on_stale_;
+  std::function<void(uint64_t version)> on_stale_;
 };
 
 }  // namespace imhash

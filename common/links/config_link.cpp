@@ -130,6 +130,7 @@ struct ConfigLink::State {
   uint64_t refused_handshakes = 0;  // sessions whose config server did not prove the key
   uint64_t failed_attempts = 0;     // connection attempts that ended without a welcome
   uint64_t write_timeouts = 0;      // sessions dropped because a write stayed stuck
+  uint64_t seen_version = 0;        // saw_version: the newest a hash server answered MOVED with
 
   // Output: at most one of each kind, so a config server that stops reading costs nothing more.
   bool register_due = false;
@@ -536,7 +537,8 @@ void ConfigLink::State::encode_output() {
     stream_due = false;
   }
   if (heartbeat_due && welcomed) {
-    control::Heartbeat hb{self.version, {}, {}, unix_micros()};
+    control::Heartbeat hb{
+        self.version, {}, {}, unix_micros(), seen_version > self.version ? seen_version : 0};
     invoke("stats", [&] {
       if (cb.stats) hb.stats = cb.stats();
       if (cb.held_writes) hb.held_writes = cb.held_writes();
@@ -632,6 +634,11 @@ bool ConfigLink::heartbeat_now() {
   s.heartbeat_due = true;
   s.wake_writer();
   return true;
+}
+
+void ConfigLink::saw_version(uint64_t version) {
+  IMHASH_ON_OWNER_THREAD(thread_.owned());
+  state_->seen_version = std::max(state_->seen_version, version);
 }
 
 bool ConfigLink::connected() const {

@@ -112,6 +112,9 @@ class ConfigLink {
   // hash server answered MOVED: the config server pushes the latest table to a node that is behind.
   // Returns whether it was taken: false while not connected or within 100 ms of the last one.
   bool heartbeat_now();
+  // A hash server answered MOVED with table `version`: the heartbeats say so (seen_version) until
+  // this link runs it, which lets a config leader that holds that version back push it.
+  void saw_version(uint64_t version);
 
   bool connected() const;           // registered and welcomed, connection up
   uint64_t version() const;         // the version registered / last acked

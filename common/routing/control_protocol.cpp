@@ -70,6 +70,7 @@ struct Encoder {
       o["held_writes"] = std::move(held);
     }
     if (m.sent_us != 0) o["sent_us"] = m.sent_us;
+    if (m.seen_version != 0) o["seen_version"] = m.seen_version;
     append_frame(json::serialize(o), out);
   }
   void operator()(const Ack& m) {
@@ -206,6 +207,7 @@ bool decode_heartbeat(JsonObject& o, Heartbeat& m) {
     }
   }
   o.get("sent_us").integer(m.sent_us);
+  o.get("seen_version").integer(m.seen_version);
   if (!o.ok()) return false;
   m.stats = stats.members();
   return true;

@@ -14,7 +14,7 @@
 //     {"type":"register","role":"hash"|"login","name":S,"address":S,"shards":N,"version":N,"pid":N,
 //      "fresh":BOOL,"filling":BOOL}
 //     {"type":"heartbeat","version":N,"stats":{"KEY":NUMBER,...},"held_writes":{S:N,...},
-//      "sent_us":N}
+//      "sent_us":N,"seen_version":N}
 //     {"type":"ack","version":N}
 //     {"type":"purge_report","shards":[{"shard":N,"state":S,"kind":S,"scanned":N,"total":N,
 //                                       "deleted":N,"id":N},...]}
@@ -91,6 +91,10 @@ struct Heartbeat {
   // config server measures how late it handles heartbeats from it (the same clock only on one
   // host; across hosts the figure includes the clocks' offset).
   uint64_t sent_us = 0;
+  // Login servers: the newest table version a hash server has answered MOVED with, when newer
+  // than `version` (optional "seen_version", 0 when absent): proof that version was pushed, so a
+  // config leader that has just taken over and holds it back (cluster::TakeoverHold) pushes it.
+  uint64_t seen_version = 0;
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

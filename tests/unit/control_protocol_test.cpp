@@ -43,6 +43,7 @@ std::vector<Message> samples() {
   v.push_back(
       Heartbeat{3, boost::json::object{{"received", 9}}, {{"hash1", 0}, {"hash2", ~0ULL}}, 0});
   v.push_back(Heartbeat{1, {}, {}, 1'790'000'000'000'000ULL});
+  v.push_back(Heartbeat{4, {}, {}, 0, 5});  // seen_version: a hash server runs 5
   v.push_back(Ack{~0ULL});
   v.push_back(Ack{0});
   v.push_back(PurgeReport{});
