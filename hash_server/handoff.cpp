@@ -27,7 +27,7 @@ const char* to_string(Handoff::State s) {
 
 void Handoff::start(std::shared_ptr<const Router> router, int self_index, const RecordStore& store,
                     bool fresh, const std::vector<std::shared_ptr<const Router>>& history,
-                    const std::vector<std::string>& lost) {
+                    const std::vector<std::string>& lost, std::vector<int> self_in_history) {
   const bool restart = !fresh && progress_.state == State::kRunning;
   router_ = std::move(router);
   self_index_ = self_index;
@@ -45,6 +45,7 @@ void Handoff::start(std::shared_ptr<const Router> router, int self_index, const 
   rescan_ = false;
   history_.clear();
   history_index_.clear();
+  self_in_history_.clear();
   lost_ = lost;
   lost_index_.clear();
   if (router_ && router_->replicas() > 1) {
@@ -58,6 +59,10 @@ void Handoff::start(std::shared_ptr<const Router> router, int self_index, const 
       history_.push_back(h);
       history_index_.push_back(std::move(index));
     }
+    if (self_in_history.size() == history.size() &&
+        std::none_of(history.begin(), history.end(), [](const auto& h) { return !h; })) {
+      self_in_history_ = std::move(self_in_history);
+    }
   }
   restart_scan();
 }
@@ -66,6 +71,15 @@ bool Handoff::refilled_by_others(uint64_t id, const ReplicaSet& set, uint32_t lo
   for (uint32_t k = 0; k < set.size; ++k) {
     const uint32_t other = set.routes[k].server;
     if (other != lost && !lost_index_[other] && held_throughout(id, other)) return true;
+  }
+  return false;
+}
+
+bool Handoff::held_since_last_stream(uint64_t id) const {
+  if (self_in_history_.empty() || send_all_) return true;
+  for (size_t i = 0; i < history_.size(); ++i) {
+    const int self = self_in_history_[i];
+    if (self >= 0 && history_[i]->holds(id, static_cast<uint32_t>(self))) return true;
   }
   return false;
 }
@@ -154,6 +168,7 @@ size_t Handoff::step(RecordStore& store, size_t max_slots, std::vector<Batch>& o
           ++records_cut;
           return false;  // a handoff deletes nothing
         }
+        if (!held_since_last_stream(id)) return false;  // an old copy awaiting its purge
         const ReplicaSet set = router.replica_set(id);
         bool self_member = false;
         for (uint32_t k = 0; k < set.size; ++k) {

@@ -69,9 +69,15 @@ class Handoff {
   // skipped. Empty: unknown, every other member is sent the record. After a lost link (the
   // target may have restarted empty) the rescan sends every record to every other member. The
   // servers named in `lost` restarted empty: they are sent every record they should hold.
+  //
+  // `self_in_history`: this server's index in each table of `history` (-1: not in it). Given, a
+  // record of an id this server held under none of them is not sent: it is an old copy awaiting
+  // its purge, which missed every write since the change that took the id away (a nemesis run:
+  // the copies went from 3 to 2, a drain followed before the purge, and the dropped copies were
+  // streamed to the drain's new owners: 26 LOGOUTs undone).
   void start(std::shared_ptr<const Router> router, int self_index, const RecordStore& store,
              bool fresh, const std::vector<std::shared_ptr<const Router>>& history = {},
-             const std::vector<std::string>& lost = {});
+             const std::vector<std::string>& lost = {}, std::vector<int> self_in_history = {});
   void cancel();
   // Examines at most `max_slots` slots and appends the batches that filled to `out` (at the end
   // of the scan, every partial batch too). Returns the number of records cut.
@@ -107,6 +113,8 @@ class Handoff {
   // With replicas: whether server `member` (an index in router_'s table) held `id` under every
   // table of the history.
   bool held_throughout(uint64_t id, uint32_t member) const;
+  // Whether this server held `id` under some table of the history (true when that is unknown).
+  bool held_since_last_stream(uint64_t id) const;
   // With replicas, for a server not in `id`'s set now (its copy is an old one: a member that left
   // the set, awaiting the purge): whether a member of `set` other than `lost` (one back empty) held
   // the id throughout, and so refills it with every write since. The old copy is then not sent:
@@ -132,7 +140,8 @@ class Handoff {
   std::vector<std::shared_ptr<const Router>> history_;
   std::vector<std::vector<int>> history_index_;
   std::vector<std::string> lost_;
-  std::vector<bool> lost_index_;  // by server index in router_'s table
+  std::vector<int> self_in_history_;  // start(): parallel to history_, or empty
+  std::vector<bool> lost_index_;      // by server index in router_'s table
   // One open batch per (server, shard) of the table: buffers_[first_buffer_[server] + shard].
   std::vector<size_t> first_buffer_;
   std::vector<Batch> buffers_;

@@ -353,7 +353,8 @@ void ShardCore::set_router(std::shared_ptr<const Router> router, uint32_t grace_
   forget_tombstones_not_held();
   if (handoff_.running()) {
     // Complete under the newest table: scan again against it.
-    handoff_.start(router_, self_index_, store_, /*fresh=*/false, stream_history_, stream_lost_);
+    handoff_.start(router_, self_index_, store_, /*fresh=*/false, stream_history_, stream_lost_,
+                   self_in_history());
     effects().drop_older = handoff_.generation();
     effects().stream_step = true;
   } else {
@@ -401,6 +402,14 @@ void ShardCore::command_stream(control::StreamAction action, uint64_t version,
   maybe_start_stream();
 }
 
+std::vector<int> ShardCore::self_in_history() const {
+  std::vector<int> out;
+  for (const auto& h : stream_history_) {
+    out.push_back(h ? h->table().server_index(server_name_) : -1);
+  }
+  return out;
+}
+
 void ShardCore::maybe_start_stream() {
   if (stream_wanted_ == 0 || stopped_) return;
   // Without a table this server owns every id: nothing to move, and nothing to wait for unless a
@@ -409,7 +418,8 @@ void ShardCore::maybe_start_stream() {
   if (have < stream_wanted_ && router_) return;  // starts when that table arrives
   if (!router_ && stream_wanted_ > 1) return;
   stream_wanted_ = 0;
-  handoff_.start(router_, self_index_, store_, /*fresh=*/true, stream_history_, stream_lost_);
+  handoff_.start(router_, self_index_, store_, /*fresh=*/true, stream_history_, stream_lost_,
+                 self_in_history());
   Effects& e = effects();
   e.drop_older = handoff_.generation();
   e.events.push_back(

@@ -221,6 +221,8 @@ class ShardCore {
   // Tables run since the last stream completed (handoff.h, Handoff::start's `history`).
   void note_table_for_streams();
   void maybe_start_stream();
+  // This server's index in each table of stream_history_ (-1: not in it), for Handoff::start.
+  std::vector<int> self_in_history() const;
   // The stream has nothing left to send or to be acknowledged.
   void stream_finished();
 
