@@ -147,7 +147,7 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
         break;
       }
       if (!timed) recent_write(q.id) = RecentWrite{q.id, now_ms_};
-      remember_delete(q.id, q);
+      remember_delete(q.id, q, timed ? static_cast<uint32_t>(made_at(q.age_seconds) / 1000) : now_);
       if (erased == RecordStore::Erase::kAbsent) r.status = FrameStatus::kNotFound;
       break;
     }
@@ -206,7 +206,7 @@ bool ShardCore::placed_elsewhere(uint64_t id, uint64_t sender_version) const {
          (self_index_ < 0 || !router_->holds(id, static_cast<uint32_t>(self_index_)));
 }
 
-void ShardCore::remember_delete(uint64_t id, const Request& q) {
+void ShardCore::remember_delete(uint64_t id, const Request& q, uint32_t made_s) {
   if (!remember_deletes_) return;
   // The old copy of a user who logs out during a move (kFlagAnyOwner), deleted here while a table
   // at least as new as the sender's places the id elsewhere: the owner remembers that delete. Were
@@ -221,7 +221,7 @@ void ShardCore::remember_delete(uint64_t id, const Request& q) {
   if (now_ >= tombstone_until_) {
     expire_tombstones();
     // Kept a while: a window that opens soon after remembers it too.
-    const RecentDelete d{id, now_};
+    const RecentDelete d{id, now_, made_s};
     if (recent_deletes_.size() < kMaxRecentDeletes) {
       recent_deletes_.push_back(d);
     } else {
@@ -234,13 +234,14 @@ void ShardCore::remember_delete(uint64_t id, const Request& q) {
     ++counters_.tombstones_dropped;
     return;
   }
-  tombstones_.insert(id);
+  uint32_t& at = tombstones_[id];
+  at = std::max(at, made_s);
 }
 
 void ShardCore::forget_tombstones_not_held() {
   // A tombstone guards the owner's store. Once the id is placed elsewhere, its owner there has
   // taken every later write; if the id comes back, what comes with it is newer than this delete.
-  std::erase_if(tombstones_, [this](uint64_t id) { return placed_elsewhere(id, 0); });
+  std::erase_if(tombstones_, [this](const auto& t) { return placed_elsewhere(t.first, 0); });
 }
 
 void ShardCore::open_tombstone_window(uint32_t until_s) {
@@ -250,7 +251,8 @@ void ShardCore::open_tombstone_window(uint32_t until_s) {
       // Not one whose user logged in here again since: the record here is newer than the delete.
       if (d.at_s + kRecentDeleteS >= now_ && tombstones_.size() < kMaxTombstones &&
           !store_.get(d.id, held)) {
-        tombstones_.insert(d.id);
+        uint32_t& at = tombstones_[d.id];
+        at = std::max(at, d.made_s);
       }
     }
     recent_deletes_.clear();
@@ -261,7 +263,7 @@ void ShardCore::open_tombstone_window(uint32_t until_s) {
 
 void ShardCore::expire_tombstones() {
   if (now_ >= tombstone_until_ && !tombstones_.empty()) {
-    std::unordered_set<uint64_t>().swap(tombstones_);  // give the memory back
+    decltype(tombstones_)().swap(tombstones_);  // give the memory back
   }
 }
 
@@ -304,14 +306,14 @@ void ShardCore::handle_import(const Request& q) {
       ++counters_.import_not_held;
       continue;
     }
-    if (deleted_in_move(rec.id)) {
-      ++counters_.import_skipped_deleted;
-      continue;
-    }
     // A timed IMPORT carries the second each record was last seen; an older sender its age.
     const uint32_t seen = timed                     ? rec.age_seconds
                           : now_ >= rec.age_seconds ? now_ - rec.age_seconds
                                                     : 0;
+    if (deleted_since(rec.id, seen)) {
+      ++counters_.import_skipped_deleted;
+      continue;
+    }
     // A write that reached us directly (a login after the change) is at least as new as any copy
     // streamed from the old owner.
     if (store_.upsert_if_newer(rec.id, rec.endpoint.unmapped(), seen) ==

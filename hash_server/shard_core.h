@@ -21,7 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "common/codec/frame_protocol.h"
@@ -185,8 +185,9 @@ class ShardCore {
  private:
   Effects& effects() { return effects_; }
   void handle_import(const frame::Request& q);
-  // Deletes are remembered (tombstones) while a move may still bring the id back.
-  void remember_delete(uint64_t id, const frame::Request& q);
+  // Deletes are remembered (tombstones) while a move may still bring the id back; `made_s` is the
+  // second the delete was made (a timed one's, else now).
+  void remember_delete(uint64_t id, const frame::Request& q, uint32_t made_s);
   // A timed write (kFlagTimed) made at `made_ms` (Unix ms): applied unless a write of the id made
   // later was applied already; false when superseded.
   bool upsert_timed(uint64_t id, const Endpoint& endpoint, uint64_t made_ms);
@@ -205,6 +206,13 @@ class ShardCore {
   void forget_tombstones_not_held();
   bool deleted_in_move(uint64_t id) const {
     return !tombstones_.empty() && tombstones_.count(id) != 0;
+  }
+  // A streamed copy of `id` last seen at `seen_s` is no newer than a delete remembered here (within
+  // the delete's second the order is unknown: the delete wins, as the user asked for it last).
+  bool deleted_since(uint64_t id, uint32_t seen_s) const {
+    if (tombstones_.empty()) return false;
+    const auto it = tombstones_.find(id);
+    return it != tombstones_.end() && seen_s <= it->second;
   }
   void expire_tombstones();
   // With replicas, a write from a sender whose table is older than ours is answered MOVED even
@@ -243,8 +251,12 @@ class ShardCore {
   double stream_tokens_ = 0;    // the rate limit's bucket, in records
   int64_t stream_refill_ns_ = 0;
   std::vector<Handoff::Batch> cut_;  // reused by stream steps
-  // Ids deleted while records may still be streaming in (all forgotten at tombstone_until_).
-  std::unordered_set<uint64_t> tombstones_;
+  // Ids deleted while records may still be streaming in, each with the second its delete was made
+  // (all forgotten at tombstone_until_). A copy seen after that second is a login made since the
+  // delete and is stored (a nemesis run: a user logged out at a member, logged in again while the
+  // table had left that member out, and when the id came back the stream's copy of the new login
+  // met the old delete's tombstone and was dropped; its next lookup there answered NOT_FOUND).
+  std::unordered_map<uint64_t, uint32_t> tombstones_;
   bool remember_deletes_ = true;
   uint32_t tombstone_until_ = 0;  // deletes are remembered until then (Unix seconds)
   // Deletes made while no window was open, oldest first (a ring of kMaxRecentDeletes): a copy
@@ -252,7 +264,8 @@ class ShardCore {
   // starts; a nemesis run saw LOGOUTs undone so.
   struct RecentDelete {
     uint64_t id;
-    uint32_t at_s;
+    uint32_t at_s;    // when it was applied here (it expires kRecentDeleteS after)
+    uint32_t made_s;  // when the delete was made
   };
   std::vector<RecentDelete> recent_deletes_;
   size_t recent_head_ = 0;  // the oldest entry, once the ring is full

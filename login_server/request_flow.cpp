@@ -299,6 +299,14 @@ bool RequestFlow::same_server(const ServerInfo& a, const ServerInfo& b) {
   return a.name == b.name && a.address == b.address;
 }
 
+bool RequestFlow::member_of(const Router& table_of, const ReplicaSet& set,
+                            const ServerInfo& server) {
+  for (uint32_t k = 0; k < set.size; ++k) {
+    if (same_server(table_of.table().servers[set.routes[k].server], server)) return true;
+  }
+  return false;
+}
+
 // ---- the stages ---------------------------------------------------------------------------------
 
 LinkTarget RequestFlow::member_target(const Route& route) const {

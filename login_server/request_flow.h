@@ -274,6 +274,7 @@ class RequestFlow {
     uint64_t after_version = 0;  // replayed under a table at least this new (a MOVED named it)
   };
   static constexpr size_t kMaxHints = 262144;
+  static Hint hint_of(const Request& write);
 
   int64_t wall_offset_ns_ = 0;  // set_wall_clock_offset
   uint32_t allocate();
@@ -344,6 +345,8 @@ class RequestFlow {
   // One server under two tables: the same name at the same address (the worker's links are per
   // name, address and shards).
   static bool same_server(const ServerInfo& a, const ServerInfo& b);
+  // Whether `server` is one of `set`'s members under `table_of` (the router the set came from).
+  static bool member_of(const Router& table_of, const ReplicaSet& set, const ServerInfo& server);
   // Whether two targets are one link (a server by name and address, and a shard).
   static bool same_link(const LinkTarget& a, const LinkTarget& b);
   // The index in hint_queues_ of the member's queue of held writes (size(): none).

@@ -103,12 +103,7 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
       // the answer. Asking the others would find the old copy of a member the set has dropped,
       // which an unreachable member misses the LOGOUT's old-copy delete for (a nemesis run:
       // hash3 frozen while the copies went from 3 to 2; 43 LOGOUTs read as undone from it).
-      bool was_member = false;
-      for (uint32_t k = 0; missed && k < then_set.size; ++k) {
-        was_member = was_member ||
-                     same_server(e.router->table().servers[then_set.routes[k].server], *answered);
-      }
-      if (was_member) continue;
+      if (missed && member_of(*e.router, then_set, *answered)) continue;
     }
     for (; member < then_set.size; ++member) {
       const Route route = then_set.routes[member];
@@ -124,10 +119,7 @@ bool RequestFlow::earlier_owner(uint64_t id, uint8_t& from, uint8_t& member, int
         if (waiting && same_server(then, *waiting)) continue;
       } else {
         // A delete: a server that holds the id now as well gets the current members' delete.
-        bool holds_now = false;
-        for (uint32_t k = 0; k < now_set.size; ++k)
-          holds_now = holds_now || same_server(servers[now_set.routes[k].server], then);
-        if (holds_now) continue;
+        if (member_of(*router_, now_set, then)) continue;
       }
       target = link_to(*e.router, route);
       // Unreachable, or with writes held for it (it may answer from before them): not now.
@@ -157,12 +149,9 @@ bool RequestFlow::same_members(const Router& then, const ReplicaSet& then_set,
                                const ReplicaSet& now_set) const {
   if (then_set.size != now_set.size) return false;
   for (uint32_t k = 0; k < then_set.size; ++k) {
-    bool found = false;
-    for (uint32_t j = 0; j < now_set.size; ++j) {
-      found = found || same_server(then.table().servers[then_set.routes[k].server],
-                                   router_->table().servers[now_set.routes[j].server]);
+    if (!member_of(*router_, now_set, then.table().servers[then_set.routes[k].server])) {
+      return false;
     }
-    if (!found) return false;
   }
   return true;
 }
@@ -174,12 +163,7 @@ bool RequestFlow::joined_in_grace(uint64_t id, const ServerInfo& member, int64_t
     if (now_ns >= e.grace_until_ns) continue;
     const ReplicaSet then_set = e.router->replica_set(id);
     if (same_members(*e.router, then_set, now_set)) continue;
-    bool was_member = false;
-    for (uint32_t k = 0; k < then_set.size; ++k) {
-      was_member =
-          was_member || same_server(e.router->table().servers[then_set.routes[k].server], member);
-    }
-    if (!was_member) return true;
+    if (!member_of(*e.router, then_set, member)) return true;
   }
   return false;
 }

@@ -96,6 +96,10 @@ size_t RequestFlow::hint_queue_of(const LinkTarget& target) const {
   return hint_queues_.size();
 }
 
+RequestFlow::Hint RequestFlow::hint_of(const Request& write) {
+  return Hint{write.type, write.ask.user_id, write.ask.endpoint, write.made_ns, write.write_seq};
+}
+
 bool RequestFlow::held_for(const LinkTarget& target) const {
   return hint_queue_of(target) < hint_queues_.size();
 }
@@ -106,8 +110,7 @@ RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {
 }
 
 void RequestFlow::hold(const LinkTarget& target, const Request& write) {
-  hold(target,
-       Hint{write.type, write.ask.user_id, write.ask.endpoint, write.made_ns, write.write_seq});
+  hold(target, hint_of(write));
 }
 
 void RequestFlow::hold(const LinkTarget& target, const Hint& write) {
@@ -154,12 +157,7 @@ void RequestFlow::hold_for_new_members(const Router& then, const Hint& write,
   for (uint32_t k = 0; k < now_set.size; ++k) {
     const ServerInfo& member = router_->table().servers[now_set.routes[k].server];
     if (member.name == held_for && member.address == held_for_address) continue;
-    bool was_member = false;
-    for (uint32_t j = 0; j < then_set.size; ++j) {
-      was_member =
-          was_member || same_server(then.table().servers[then_set.routes[j].server], member);
-    }
-    if (!was_member) hold(member_target(now_set.routes[k]), write);
+    if (!member_of(then, then_set, member)) hold(member_target(now_set.routes[k]), write);
   }
 }
 
@@ -179,8 +177,7 @@ void RequestFlow::hold_again(uint32_t index) {
     const Router& then = *e.router;
     if (then.version() != r.link_version || r.link_server >= then.table().servers.size()) continue;
     const ServerInfo& sent = then.table().servers[r.link_server];
-    hold_for_new_members(then, Hint{r.type, r.ask.user_id, r.ask.endpoint, r.made_ns, r.write_seq},
-                         sent.name, sent.address);
+    hold_for_new_members(then, hint_of(r), sent.name, sent.address);
   }
 }
 

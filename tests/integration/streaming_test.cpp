@@ -66,7 +66,11 @@ TEST_CASE(
   CHECK(drain.exit_code == 0);
   if (drain.exit_code != 0) MESSAGE(drain.out);
   CHECK(wait_until([&] { return c.records(1) == 0; }, kMovePatience, kPollInterval));
-  CHECK(c.records(2) + c.records(3) == kUsers);
+  // Not at once: the ring is Maglev's, so removing hash1 moves a few slots between hash2 and
+  // hash3 too, and their old copies stay until the purge after the grace period (a run under
+  // load counted 60,003 just after hash1 was empty).
+  CHECK(
+      wait_until([&] { return c.records(2) + c.records(3) == kUsers; }, kPatience, kPollInterval));
   CHECK(found(udp, kFirst, kUsers) == kUsers);
 }
 

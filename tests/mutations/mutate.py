@@ -4,6 +4,7 @@ source back. Each script lists its rules as (name, path, old text, new text, tes
 run(); WORDS on the command line pick the rules whose names contain them. Prints one line a rule;
 exits 1 if any test still passed.
 """
+import os
 import shutil
 import subprocess
 import sys
@@ -34,5 +35,8 @@ def run(muts):
             survived += r.returncode == 0
         finally:
             shutil.move(path + ".orig", path)
+            # The copy's time is older than the mutant's build: without this the rebuild below
+            # would keep the mutant in unit_tests.
+            os.utime(path)
     subprocess.run(["cmake", "--build", "build", "-j2", "--target", "unit_tests"], capture_output=True)
     sys.exit(1 if survived else 0)
