@@ -9,8 +9,11 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace imhash::test {
 
@@ -75,6 +78,7 @@ std::string RunLogs::begin_test(const std::string& root, const std::string& test
   const std::string name = sanitised(test_name);
   const std::string prefix = name + ".";
   std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> earlier;  // runs whose process is gone
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string file = entry.path().filename().string();
     if (file.rfind(prefix, 0) != 0 || !entry.is_directory(ec)) continue;
@@ -82,9 +86,13 @@ std::string RunLogs::begin_test(const std::string& root, const std::string& test
     if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) continue;
     const long pid = std::strtol(rest.c_str(), nullptr, 10);
     if (pid > 0 && pid != getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      fs::remove_all(entry.path(), ec);
+      earlier.emplace_back(fs::last_write_time(entry.path(), ec), entry.path());
     }
   }
+  // The newest ones stay: a failed run's files were lost to the next run of its test (a nemesis
+  // seed's write_lost went untraced so).
+  std::sort(earlier.begin(), earlier.end(), std::greater<>());
+  for (size_t i = kEarlierRunsKept; i < earlier.size(); ++i) fs::remove_all(earlier[i].second, ec);
   const std::string dir = (fs::path(root) / (prefix + std::to_string(getpid()))).string();
   begin(dir);
   return RunLogs::dir();

@@ -18,6 +18,8 @@ namespace imhash::test {
 
 // How many of a log's last lines a failure shows.
 inline constexpr size_t kTailLines = 40;
+// Earlier runs' directories of a test that begin_test keeps besides the new one.
+inline constexpr size_t kEarlierRunsKept = 2;
 
 class RunLogs {
  public:
@@ -26,8 +28,8 @@ class RunLogs {
   static void begin(const std::string& dir);
   // begin(ROOT/NAME.PID) for a test called `test_name` (NAME: the name with what a file name should
   // not hold replaced by '_'), after removing ROOT/NAME.OTHERPID of earlier runs of the same test
-  // whose process is gone: the work directory keeps the latest run of each test, not every one.
-  // Returns the directory.
+  // whose process is gone, all but the newest kEarlierRunsKept: the work directory keeps the last
+  // few runs of each test, not every one. Returns the directory.
   static std::string begin_test(const std::string& root, const std::string& test_name);
   // The current run's directory (absolute).
   static std::string dir();
