@@ -1888,4 +1888,58 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "request_flow: the other workers read a hedged write's member elsewhere until it has it") {
+  // A nemesis run (seed 106, 8 minutes): a HEARTBEAT whose first member's connection was stalled
+  // was hedged and answered by the next member; a LOOKUP 93 ms later through the login server's
+  // other worker went to the first member on that worker's own, healthy connection and read the
+  // endpoint before the HEARTBEAT.
+  Hedging a(2), b(2);  // two workers of one login server: ids below 1000 on {hash1, hash2}
+  const auto w = a.request(Op::kHeartbeat, 10);
+  REQUIRE(w.size() == 2);
+  check_send(w[0], "hash1", FrameType::kUpsert, 2);
+  CHECK(a.flow.lag_notes().empty());  // not hedged (yet): nothing to tell
+  auto& hedged = a.tick_at(a.now + 50 * kMs);
+  REQUIRE(hedged.size() == 1);
+  check_send(hedged[0], "hash2", FrameType::kUpsert, 2);
+  REQUIRE(a.flow.lag_notes().size() == 1);
+  const LagNote note = a.flow.lag_notes()[0];
+  a.flow.lag_notes().clear();  // as the worker does once it has passed them on
+  CHECK(note.id == 10);
+  CHECK(note.server == "hash1");
+  CHECK(note.lagging);
+  b.flow.on_lag_note(note, b.now);
+  const auto read_at_b = [&](uint64_t id) {
+    const auto r = b.request(Op::kLookup, id);
+    REQUIRE(r.size() == 1);
+    REQUIRE(r[0].kind == FlowAction::kSend);
+    const std::string to = r[0].target.server->name;
+    b.answer_with(r[0].token, answer(FrameStatus::kOk));
+    return to;
+  };
+  CHECK(read_at_b(10) == "hash2");
+  CHECK(read_at_b(11) == "hash1");  // other ids as before
+  SUBCASE("the only other member cannot take it: the first member after all") {
+    b.links.blocked = {"hash2"};
+    CHECK(read_at_b(10) == "hash1");
+  }
+  SUBCASE("the first try answered: the member has the write, and says so") {
+    CHECK(a.answer_with(w[0].token, answer(FrameStatus::kOk)).empty());
+    REQUIRE(a.flow.lag_notes().size() == 1);
+    CHECK_FALSE(a.flow.lag_notes()[0].lagging);
+    b.flow.on_lag_note(a.flow.lag_notes()[0], b.now);
+    CHECK(read_at_b(10) == "hash1");
+  }
+  SUBCASE("no word: after lag_ns the member is read again") {
+    b.now += b.settings.lag_ns - 1;
+    CHECK(read_at_b(10) == "hash2");
+    b.now += 1;
+    CHECK(read_at_b(10) == "hash1");
+  }
+  SUBCASE("a note about another member changes nothing for this one") {
+    b.flow.on_lag_note(LagNote{10, "hash2", "127.0.0.1:7002", false}, b.now);
+    CHECK(read_at_b(10) == "hash2");
+  }
+}
+
 }  // namespace imhash
