@@ -216,12 +216,6 @@ void LoginServer::run() {
         [this, i](uint64_t v) { asio::post(ctx_, [this, i, v] { committed(i, v); }); });
     workers_.back()->on_stale(
         [this](uint64_t v) { asio::post(ctx_, [this, v] { tables_.refresh(v); }); });
-    // A hedged write's member is read elsewhere by the other workers until it has the write.
-    workers_.back()->on_lag_notes([this, i](const std::vector<LagNote>& notes) {
-      for (uint32_t j = 0; j < workers_.size(); ++j) {
-        if (j != i) workers_[j]->lag_notes(notes);
-      }
-    });
   }
   // The one listener, set before any table can arrive: every table goes to every worker.
   tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {

@@ -153,8 +153,6 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     case Request::Stage::kReplicaWrite:
       if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound) {
         ++counters_.replica_write_failures;
-      } else {
-        note_caught_up(*r);
       }
       if (response.status == FrameStatus::kMoved) {
         need_table(response.table_version, out);
@@ -301,39 +299,6 @@ bool RequestFlow::same_server(const ServerInfo& a, const ServerInfo& b) {
   return a.name == b.name && a.address == b.address;
 }
 
-bool RequestFlow::lagging(uint64_t id, const ServerInfo& member, int64_t now_ns) {
-  const auto it = lagging_.find(id);
-  if (it == lagging_.end()) return false;
-  if (now_ns >= it->second.until_ns) {
-    lagging_.erase(it);
-    return false;
-  }
-  return it->second.server == member.name && it->second.address == member.address;
-}
-
-void RequestFlow::on_lag_note(const LagNote& note, int64_t now_ns) {
-  IMHASH_ON_OWNER_THREAD(thread_.owned());
-  const auto it = lagging_.find(note.id);
-  if (!note.lagging) {
-    if (it != lagging_.end() && it->second.server == note.server &&
-        it->second.address == note.address) {
-      lagging_.erase(it);
-    }
-    return;
-  }
-  if (it == lagging_.end() && lagging_.size() >= kMaxLagging) {
-    std::erase_if(lagging_, [&](const auto& e) { return now_ns >= e.second.until_ns; });
-    if (lagging_.size() >= kMaxLagging) return;  // a read may then answer from before the write
-  }
-  lagging_[note.id] = Lag{note.server, note.address, now_ns + settings_.lag_ns};
-}
-
-void RequestFlow::note_caught_up(const Request& r) {
-  if (!r.lag_noted) return;
-  const LinkTarget t = sent_to_now(r);
-  if (t.server) lag_notes_.push_back({r.ask.user_id, t.server->name, t.server->address, false});
-}
-
 bool RequestFlow::member_of(const Router& table_of, const ReplicaSet& set,
                             const ServerInfo& server) {
   for (uint32_t k = 0; k < set.size; ++k) {
@@ -388,22 +353,13 @@ void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {
     return;
   }
   // The first member of the replica set (the owner, unless its link cannot take the frame) answers
-  // the client. A read passes over a member another worker noted lagging behind a write of the id
-  // (LagNote) while another member can take it.
-  const uint64_t id = r.ask.user_id;
-  const ReplicaSet set = router_->replica_set(id);
-  uint32_t first = set.size;
+  // the client.
+  const ReplicaSet set = router_->replica_set(r.ask.user_id);
+  uint32_t first = 0;
   LinkTarget target;
-  const bool avoid_lagging = r.type == FrameType::kGet && !lagging_.empty();
-  for (int pass = avoid_lagging ? 0 : 1; pass < 2 && first == set.size; ++pass) {
-    for (uint32_t i = 0; i < set.size; ++i) {
-      target = member_target(set.routes[i]);
-      if (pass == 0 && lagging(id, *target.server, now_ns)) continue;
-      if (ready(target, out)) {
-        first = i;
-        break;
-      }
-    }
+  for (; first < set.size; ++first) {
+    target = member_target(set.routes[first]);
+    if (ready(target, out)) break;
   }
   if (first == set.size) {
     // Down, or as many requests in flight as we allow: fail fast rather than queue without bound.
@@ -607,10 +563,6 @@ void RequestFlow::hedge(const Timer& t, int64_t now_ns, FlowActions& out) {
         first.type == FrameType::kGet ? Request::Stage::kAbandoned : Request::Stage::kReplicaWrite;
     first.hedged_to = next;
     first.hedged_to_gen = slots_[next].generation;
-    if (first.type != FrameType::kGet && waiting.server) {
-      first.lag_noted = true;
-      lag_notes_.push_back({first.ask.user_id, waiting.server->name, waiting.server->address});
-    }
     send(next, target, router_->version(), out);
     const Request& sent = slots_[next];
     deadlines_.push(

@@ -100,23 +100,6 @@ struct FlowSettings {
   // Writes for a member out of reach are held and replayed (docs/design.md §3); false only as a
   // defect put back for the history checker's tests (common/runtime/defects.h).
   bool hold_writes = true;
-  // How long a read avoids a member another worker noted lagging behind a write of the id, unless
-  // told sooner that it caught up (LagNote). By then the member answered the write, or its link
-  // there was marked down (--dead-after-ms) and the write is held, replayed before anything else
-  // on any link to it.
-  int64_t lag_ns = 2'000'000'000;
-};
-
-// A member that lacks a write a worker acknowledged from another member (a hedged write: its
-// first try still on its way on that worker's connection). The login server's other workers have
-// connections of their own to that member, not behind the write: a read they sent there could
-// answer from before it (a nemesis run: a LOOKUP through the other worker, 93 ms after its user's
-// HEARTBEAT was acknowledged, read the endpoint before it). So they read the id at another member
-// until the note says the member caught up, or lag_ns has passed.
-struct LagNote {
-  uint64_t id = 0;
-  std::string server, address;  // the member, by name and address
-  bool lagging = true;          // false: it has answered the write
 };
 
 class RequestFlow {
@@ -154,11 +137,6 @@ class RequestFlow {
   void set_wall_clock_offset(int64_t unix_minus_monotonic_ns) {
     wall_offset_ns_ = unix_minus_monotonic_ns;
   }
-  // Notes for the login server's other workers, made by the calls since the adapter last took
-  // them (it clears the vector).
-  std::vector<LagNote>& lag_notes() { return lag_notes_; }
-  // Another worker's note.
-  void on_lag_note(const LagNote& note, int64_t now_ns);
   // Writes held for replicas out of reach (hints), over all of them.
   size_t hints() const;
   // Adds the writes held for each server, by name (summed over its shards), to `out`.
@@ -212,7 +190,6 @@ class RequestFlow {
     uint32_t sends = 0;       // frames sent so far: a timer set at one send finds it moved on
     uint64_t write_seq = 0;   // a client's write: its place among this flow's writes
     bool live = false;
-    bool lag_noted = false;  // a hedged write's first try: the other workers were told (LagNote)
     // The link it was last sent on: its server's index in table `link_version` (kNotCurrent: a
     // server only an earlier table has) and shard. A write whose frame never reached the server
     // is held for it (see hold_again).
@@ -456,20 +433,8 @@ class RequestFlow {
   };
   static constexpr size_t kMaxSlow = 32;
   std::vector<SlowMark> slow_;  // is_slow; empty while every member answers in time
-  // Other workers' notes, by id (one member each: the hedged one), until when they hold.
-  struct Lag {
-    std::string server, address;
-    int64_t until_ns = 0;
-  };
-  static constexpr size_t kMaxLagging = 65536;
-  std::unordered_map<uint64_t, Lag> lagging_;
-  std::vector<LagNote> lag_notes_;
-  // Whether another worker noted `member` lagging behind a write of `id` (an expired note goes).
-  bool lagging(uint64_t id, const ServerInfo& member, int64_t now_ns);
-  // A lag-noted first try answered: the other workers are told the member caught up.
-  void note_caught_up(const Request& r);
-  TimerQueue hedges_;     // client requests to send on to the next member at at_ns
-  TimerQueue deadlines_;  // hedged requests to answer TIMEOUT at at_ns
+  TimerQueue hedges_;           // client requests to send on to the next member at at_ns
+  TimerQueue deadlines_;        // hedged requests to answer TIMEOUT at at_ns
 };
 
 }  // namespace imhash

@@ -15,7 +15,6 @@ void RequestFlow::on_settled(uint64_t token) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
   const Request* r = find(token);
   if (!r || r->stage != Request::Stage::kUnsettled) return;
-  note_caught_up(*r);
   --unsettled_;
   release(static_cast<uint32_t>(token));
 }
@@ -52,8 +51,6 @@ void RequestFlow::settle_answered(uint32_t index, const frame::Response& respons
     slots_[index].stage = Request::Stage::kReplicaWrite;
     if (delete_left_copy(index, response.table_version, out)) return;
     hold_until_table(index, response.table_version);
-  } else {
-    note_caught_up(slots_[index]);
   }
   release(index);
 }

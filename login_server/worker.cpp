@@ -52,13 +52,6 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::lag_notes(std::vector<LagNote> notes) {
-  asio::post(ctx_, [this, notes = std::move(notes)] {
-    const int64_t now = monotonic_ns();
-    for (const LagNote& n : notes) flow_.on_lag_note(n, now);
-  });
-}
-
 void Worker::set_routing(std::shared_ptr<const RoutingState> routing) {
   asio::post(ctx_, [this, routing = std::move(routing)]() mutable { install(std::move(routing)); });
 }
@@ -314,10 +307,6 @@ void Worker::execute() {
   }
   actions_.clear();
   executing_ = false;
-  if (!flow_.lag_notes().empty()) {
-    if (on_lag_notes_) on_lag_notes_(flow_.lag_notes());
-    flow_.lag_notes().clear();
-  }
   // Not inside the loop above: a commit rearranges the links its sends were addressed to.
   if (pending_ && servers_run_ >= pending_->version()) try_commit();
 }

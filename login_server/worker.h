@@ -54,13 +54,6 @@ class Worker final : public LinkListener, public LinkView {
   // Called on the worker's thread when a hash server has a newer table version than the worker;
   // whoever owns the table source fetches it (the worker itself does no file or table I/O).
   void on_stale(std::function<void(uint64_t version)> f) { on_stale_ = std::move(f); }
-  // Called on the worker's thread with notes for the login server's other workers (LagNote),
-  // which it passes to their lag_notes().
-  void on_lag_notes(std::function<void(const std::vector<LagNote>&)> f) {
-    on_lag_notes_ = std::move(f);
-  }
-  // Another worker's notes; any thread (posted to this worker's).
-  void lag_notes(std::vector<LagNote> notes);
   // What snapshot() samples.
   struct Sample {
     LoginCounters counters;
@@ -126,7 +119,6 @@ class Worker final : public LinkListener, public LinkView {
   std::function<void()> links_tried_;
   std::function<void(uint64_t)> on_commit_;
   std::function<void(uint64_t)> on_stale_;
-  std::function<void(const std::vector<LagNote>&)> on_lag_notes_;
 
   // Batched replies, sent with sendmmsg.
   static constexpr size_t kBatch = 64;
