@@ -354,11 +354,15 @@ std::string Hosts::relay_link(const std::string& name, const LinkFault& fault) {
   const Host& h = host(name);
   // The host's port leaves the bridge; a new veth pair joins the bridge (its "a" end) and the
   // relay joins the pair's "b" end to the host's port: every frame of the link goes through it.
+  // The relay runs before the swap, which is one `ip -batch`: no frame is lost to the change
+  // itself. (Started after the port left the bridge, the link carried nothing for the relay's
+  // start-up, tens of milliseconds: TCP retransmitted after its 200 ms minimum RTO, and a fault
+  // logged as "reorder" was a blackout first — the lookups of one-minute runs timed out at the
+  // moments relays were put in and taken out.)
   const std::string into_bridge = "r" + h.hub_port + "a", to_relay = "r" + h.hub_port + "b";
-  ip({"-n", hub_, "link", "set", h.hub_port, "nomaster"});
   ip({"-n", hub_, "link", "add", "name", into_bridge, "type", "veth", "peer", "name", to_relay});
-  ip({"-n", hub_, "link", "set", into_bridge, "master", "br0", "up"});
   ip({"-n", hub_, "link", "set", to_relay, "up"});
+  ip({"-n", hub_, "link", "set", into_bridge, "up"});
   const auto number = [](double v) {
     std::string p = percent(v);
     return p.substr(0, p.size() - 1);
@@ -373,6 +377,8 @@ std::string Hosts::relay_link(const std::string& name, const LinkFault& fault) {
       ChildOptions{.name = "lossy_relay.link." + name, .netns = hub_});
   const std::string line = trimmed(relay->wait_for_line("relaying"));
   link_relays_[name] = std::move(relay);
+  ip_batch_in_hub(
+      {"link set " + h.hub_port + " nomaster", "link set " + into_bridge + " master br0"});
   return line + " (lossy_relay in the hub: " + netem_missing_ + ")";
 }
 
@@ -382,14 +388,17 @@ std::string Hosts::clear_impairment(const std::string& name) {
   if (auto it = link_relays_.find(name); it != link_relays_.end()) {
     std::unique_ptr<ChildProcess> relay = std::move(it->second);
     link_relays_.erase(it);
+    // The host's port goes back into the bridge in the same instant the relay's pair leaves it;
+    // then the relay stops (what it still holds reaches the host or a pair out of the bridge).
+    ip_batch_in_hub(
+        {"link set r" + h.hub_port + "a nomaster", "link set " + h.hub_port + " master br0 up"});
     relay->stop(SIGTERM);
     std::ifstream in(relay->log_path());
     for (std::string line; std::getline(in, line);) {
       if (line.find("lossy_relay summary") != std::string::npos) summary = line;
     }
-    // Deleting one end of the pair deletes both; the host's port goes back into the bridge.
+    // Deleting one end of the pair deletes both.
     run(ip_, {"-n", hub_, "link", "del", "r" + h.hub_port + "a"}, ignored);
-    ip({"-n", hub_, "link", "set", h.hub_port, "master", "br0", "up"});
     wait_link_up(h);
   }
   if (netem_) {
@@ -397,6 +406,16 @@ std::string Hosts::clear_impairment(const std::string& name) {
     run(tc_, {"-n", hub_, "qdisc", "del", "dev", h.hub_port, "root"}, ignored);
   }
   return summary;
+}
+
+void Hosts::ip_batch_in_hub(const std::vector<std::string>& commands) {
+  const std::string file = log_ + ".batch";
+  {
+    std::ofstream out(file, std::ios::trunc);
+    for (const std::string& c : commands) out << c << '\n';
+  }
+  std::ofstream(log_, std::ios::app) << "# " << file << ":\n" << file_text(file);
+  ip({"-n", hub_, "-batch", file});
 }
 
 ImpairedPath Hosts::impaired_path(const std::string& from, const std::string& target,

@@ -145,6 +145,9 @@ class Hosts {
   // Runs `ip ARGS` / `tc ARGS` and checks it (throws with what it said); returns its stdout.
   std::string ip(std::vector<std::string> args);
   std::string tc(std::vector<std::string> args);
+  // Runs `commands` (lines of `ip` arguments) in the hub namespace with one `ip -batch`, so
+  // they take effect within a fraction of a millisecond of each other; checked as ip() is.
+  void ip_batch_in_hub(const std::vector<std::string>& commands);
 
  private:
   struct Host {
