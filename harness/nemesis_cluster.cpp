@@ -74,7 +74,10 @@ void NemesisCluster::start() {
   }
   must({"replicas", std::to_string(options_.replicas)});
   for (int i = 1; i <= options_.login_servers; ++i) {
+    // Every request answered TIMEOUT or UNAVAILABLE is told step by step in the login server's
+    // log: what the checker flags can be traced from the run's files.
     std::vector<std::string> args = options_.login_args;
+    args.push_back("--trace-failed-requests");
     cluster_->start_login(i, args);
   }
   if (!cluster_->wait_converged(cluster_->version(),

@@ -118,7 +118,7 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
       // it holds (streamed, or written since it started) may be older than a write a login server
       // still holds for it; so every read goes to another copy until the config server says it
       // is filled. Without a table yet, only a miss is in doubt. A fallback read (any owner) asks
-      // what this server holds.
+      // what this server holds: what it found is the answer, a miss is in doubt.
       const bool not_caught_up = filling_ && (q.flags & kFlagAnyOwner) == 0;
       if (not_caught_up && router_ && router_->replicas() > 1) {
         ++counters_.not_ready;
@@ -126,7 +126,10 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
       } else if (store_.get(q.id, rec)) {
         r.endpoint = rec.endpoint;
         r.age_seconds = now_ >= rec.last_seen ? now_ - rec.last_seen : 0;
-      } else if (not_caught_up && !router_) {
+      } else if (filling_ && (!router_ || router_->replicas() > 1)) {
+        // A miss while being refilled, a fallback read's too: the id may still be on its way, so
+        // the miss is no answer (a login server takes an earlier member's NOT_FOUND for its
+        // whole replica set, docs/design.md §3).
         ++counters_.not_ready;
         r.status = FrameStatus::kNotReady;
       } else {
@@ -146,7 +149,12 @@ bool ShardCore::handle(const Header& h, std::span<const uint8_t> body, std::vect
         ++counters_.writes_superseded;  // a login made after the logout: the record stays
         break;
       }
-      if (!timed) recent_write(q.id) = RecentWrite{q.id, now_ms_};
+      // An untimed delete counts as made on arrival; not an old copy's (an id placed elsewhere):
+      // that says nothing of the order of the writes this server gets if the id comes back (a
+      // nemesis run: the same LOGOUT's copy, replayed here once it did, was refused as older).
+      if (!timed && !placed_elsewhere(q.id, q.table_version)) {
+        recent_write(q.id) = RecentWrite{q.id, now_ms_};
+      }
       remember_delete(q.id, q, timed ? static_cast<uint32_t>(made_at(q.age_seconds) / 1000) : now_);
       if (erased == RecordStore::Erase::kAbsent) r.status = FrameStatus::kNotFound;
       break;

@@ -32,6 +32,10 @@ int login_server_main(int argc, char** argv) {
       "with replicas: a request its hash server has not answered within this long goes on to "
       "the next replica, whose answer the client gets, still within --timeout-ms "
       "(default: half of --timeout-ms; 0: off)")(
+      "trace-failed-requests", po::bool_switch(),
+      "log, for each request whose client hears TIMEOUT or UNAVAILABLE, every step it took (each "
+      "frame sent for it, what came back, hedges, waits): for tracing faults, not for heavy "
+      "load")(
       "max-in-flight", po::value<uint32_t>()->default_value(4096),
       "requests in flight per link (per worker, hash server and shard); beyond: UNAVAILABLE")(
       "down-after", po::value<uint32_t>()->default_value(3),
@@ -131,6 +135,7 @@ int login_server_main(int argc, char** argv) {
   if (hedge >= timeout) throw UsageError("--hedge-ms must be below --timeout-ms (0: off)");
   config.worker.flow.hedge_ns = std::chrono::nanoseconds(std::chrono::milliseconds(hedge)).count();
   config.worker.flow.max_parked = link.max_in_flight;
+  config.worker.flow.trace_failed = opts.get<bool>("trace-failed-requests");
   if (const Defects d = defects_from_environment(); d.no_hints) {
     config.worker.flow.hold_writes = false;
     spdlog::warn(

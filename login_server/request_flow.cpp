@@ -18,7 +18,32 @@ RequestFlow::RequestFlow(const FlowSettings& settings, const LinkView& links,
       token_mac_(settings.auth_key.empty() ? nullptr
                                            : std::make_unique<TokenMac>(settings.auth_key)),
       limiter_(settings.rate_limit),
-      latest_writes_(kLatestWrites) {}
+      latest_writes_(kLatestWrites) {
+  if (settings.trace_failed) trace_ = std::make_unique<FlowTrace>();
+}
+
+namespace {
+const char* stage_name(uint8_t stage) {
+  static constexpr const char* kNames[] = {"first",      "fallback",      "repair",    "old-delete",
+                                           "new-delete", "replica-write", "abandoned", "unsettled"};
+  return stage < std::size(kNames) ? kNames[stage] : "?";
+}
+}  // namespace
+
+void RequestFlow::report_failure(uint32_t index, Status status) {
+  if (!trace_ || (status != Status::kTimeout && status != Status::kUnavailable)) return;
+  const Request& r = slots_[index];
+  std::string line = std::string(client::to_string(status)) + " for " + frame::to_string(r.type) +
+                     " of user " + std::to_string(r.ask.user_id) + ": " + trace_->told(index);
+  if (r.hedged) {
+    const Request& first = slots_[r.took_over];
+    if (first.live && first.generation == r.took_over_gen) {
+      line += " || its first try (" + std::string(stage_name(static_cast<uint8_t>(first.stage))) +
+              "): " + trace_->told(r.took_over);
+    }
+  }
+  trace_->report(std::move(line));
+}
 
 // ---- slots --------------------------------------------------------------------------------------
 
@@ -37,6 +62,7 @@ uint32_t RequestFlow::allocate() {
   r.generation = generation;
   r.live = true;
   ++used_;
+  if (trace_) trace_->start(index);
   return index;
 }
 
@@ -64,6 +90,7 @@ RequestFlow::Request* RequestFlow::find(uint64_t token) {
 void RequestFlow::set_routing(std::shared_ptr<const RoutingState> routing, int64_t now_ns,
                               FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
+  trace_now(now_ns);
   const std::shared_ptr<const RoutingState> before = std::move(routing_);
   routing_ = std::move(routing);
   router_ = routing_ ? routing_->current.get() : nullptr;
@@ -90,6 +117,7 @@ void RequestFlow::set_routing(std::shared_ptr<const RoutingState> routing, int64
 void RequestFlow::on_datagram(std::span<const uint8_t> datagram, const ClientAddr& from,
                               int64_t now_ns, uint32_t unix_now, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
+  trace_now(now_ns);
   ++counters_.received;
   uint8_t reply_buf[client::kMinDatagram];
   Plan plan;
@@ -138,6 +166,8 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   Request* r = find(token);
   if (!r) return;
   const auto index = static_cast<uint32_t>(token);
+  trace_now(now_ns);
+  trace(index, "answer", frame::to_string(response.status));
   if (!slow_.empty()) clear_slow(*r);
   switch (r->stage) {
     case Request::Stage::kAbandoned:
@@ -183,6 +213,22 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   // after NOT_FOUND, which is an answer (the user logged out), nor MOVED, which is a newer table.
   if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound &&
       response.status != FrameStatus::kMoved && read_next_member(index, now_ns, out)) {
+    return;
+  }
+  // A fallback read's miss after a definite miss at a current member is the answer of that
+  // earlier set: its members hold what they held at the move, the same writes (hedge_fallback),
+  // so only older tables are left to ask. (Asking the set's other members too waited on the
+  // slowest: nemesis seeds 22, 25, 26 and 28, lookups of users logged out long before timed out
+  // at an earlier member cut from the login servers after another member of its set had answered
+  // NOT_FOUND.) A member being refilled answers such a miss NOT_READY: the next one is asked.
+  if (r->stage == Request::Stage::kFallback && !r->in_doubt &&
+      response.status == FrameStatus::kNotFound) {
+    r->earlier = static_cast<uint8_t>(r->earlier + 1);
+    r->earlier_member = 0;
+    r->earlier_slow = 0;
+  }
+  if (r->stage == Request::Stage::kFallback && response.status == FrameStatus::kNotReady &&
+      try_fallback_read(index, !r->in_doubt, now_ns, out)) {
     return;
   }
   // Not when the member says the user logged out during the move (kFlagDeleted): an earlier
@@ -238,6 +284,8 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
   Request* r = find(token);
   if (!r) return;
   const auto index = static_cast<uint32_t>(token);
+  trace_now(now_ns);
+  trace(index, "link failure", client::to_string(status));
   if (r->stage == Request::Stage::kUnsettled) {
     // Its client heard TIMEOUT from the flow's own deadline: now the link's, or the link's end.
     if (status == Status::kTimeout) return;  // on_settled or on_lost comes later
@@ -261,6 +309,7 @@ void RequestFlow::on_failure(uint64_t token, Status status, int64_t now_ns, Flow
 
 void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
+  trace_now(now_ns);
   while (hedges_.due(now_ns)) hedge(hedges_.pop(), now_ns, out);
   while (deadlines_.due(now_ns)) {
     // The hedged request, whatever it has tried since (the next member, a fallback read): its
@@ -273,6 +322,7 @@ void RequestFlow::tick(int64_t now_ns, FlowActions& out) {
     if (!r.live || r.generation != t.generation || r.parked || !waited_for) continue;
     if (!keep_unsettled(t.index, now_ns, out)) fail(t.index, Status::kTimeout, now_ns, out);
   }
+  release_link_waits(now_ns, out);
   std::erase_if(parked_, [&](const Parked& p) {
     if (p.until_ns > now_ns) return false;
     fail(p.index, Status::kTimeout, now_ns, out);
@@ -325,17 +375,24 @@ void RequestFlow::send(uint32_t index, const LinkTarget& target, uint64_t table_
     a.frame.endpoint = r.ask.endpoint;
     a.frame.age_seconds = r.age_seconds;
   }
-  if (r.made_ns != 0 && r.flags == 0 && r.type != FrameType::kGet) {
+  if (r.made_ns != 0 && (r.flags & ~frame::kFlagAnyOwner) == 0 && r.type != FrameType::kGet) {
     // A client's write says when it was made (Unix milliseconds, the low 32 bits): the member
     // keeps a write of the user made after it, which another connection may have brought first
     // (another thread or login server, a write held for the member, a connection slowed by loss
     // or a member frozen with frames in its socket). A time, not an age: an age is stale by the
-    // time a queued frame is read.
+    // time a queued frame is read. A LOGOUT's old-copy delete too: untimed, it was taken as made
+    // when it arrived, just after the LOGOUT, and the same LOGOUT's copy held for that server and
+    // replayed once a table brought the id back to it was refused as older (nemesis seed 22: a
+    // stale copy streamed to it meanwhile stayed, and the LOGOUT was undone).
     a.frame.flags |= frame::kFlagTimed;
     a.frame.age_seconds = static_cast<uint32_t>((r.made_ns + wall_offset_ns_) / 1'000'000);
   }
   a.token = token_of(index);
   Request& sent = slots_[index];
+  if (trace_) {
+    trace_->note(index, "sent", stage_name(static_cast<uint8_t>(sent.stage)), target.server->name,
+                 target.shard, table_version);
+  }
   ++sent.sends;
   sent.link_server = target.current;
   sent.link_shard = target.shard;
@@ -363,6 +420,12 @@ void RequestFlow::forward(uint32_t index, int64_t now_ns, FlowActions& out) {
   }
   if (first == set.size) {
     // Down, or as many requests in flight as we allow: fail fast rather than queue without bound.
+    // Not while a member's first connection is being made: a table takes effect before its new
+    // servers' links are tried once a hash server named it in a MOVED (routing_state.h), and a
+    // member the table added may be the only one of the set not down (nemesis seeds 21 and 24: a
+    // server added back after a drain became the replica of a range whose owner had just been
+    // killed; 4 and 5 requests were answered UNAVAILABLE in the 10 ms its link took to connect).
+    if (wait_for_dialled_member(index, set, now_ns)) return;
     fail(index, Status::kUnavailable, now_ns, out);
     return;
   }
@@ -481,6 +544,10 @@ uint32_t RequestFlow::take_over(uint32_t index) {
   c.took_over = index;
   c.took_over_gen = from.generation;
   ++counters_.hedged;
+  if (trace_) {
+    trace_->inherit(next, index);
+    trace_->note(next, "hedged");
+  }
   return next;
 }
 
@@ -499,6 +566,7 @@ bool RequestFlow::first_try_answers(uint32_t index) {
   next.hedged_to = index;
   next.hedged_to_gen = first.generation;
   first.stage = Request::Stage::kFirst;
+  trace(index, "answers its client after all");
   return true;
 }
 
@@ -523,6 +591,7 @@ bool RequestFlow::back_to_first_try(uint32_t index) {
   // A nemesis-free CI run: the next member, being refilled, answered NOT_READY while the slow
   // owner's answer was still to come; the client heard UNAVAILABLE.
   first.stage = Request::Stage::kFirst;
+  trace(r.took_over, "takes its client back");
   release(index);
   return true;
 }
@@ -595,8 +664,45 @@ void RequestFlow::on_moved(uint32_t index, uint64_t their_version, int64_t now_n
   } else if (parked_.size() < settings_.max_parked) {
     parked_.push_back({index, now_ns + settings_.park_ns, their_version});
     r.parked = true;
+    trace(index, "parked for a newer table");
   } else {
     fail(index, Status::kUnavailable, now_ns, out);
+  }
+}
+
+bool RequestFlow::wait_for_dialled_member(uint32_t index, const ReplicaSet& set, int64_t now_ns) {
+  bool dialled = false;
+  for (uint32_t k = 0; k < set.size && !dialled; ++k) {
+    dialled = links_.dialling(member_target(set.routes[k]));
+  }
+  if (!dialled || parked_.size() >= settings_.max_parked) return false;
+  parked_.push_back({index, now_ns + settings_.park_ns, version()});
+  slots_[index].parked = true;
+  trace(index, "waits for a link being dialled");
+  return true;
+}
+
+void RequestFlow::release_link_waits(int64_t now_ns, FlowActions& out) {
+  if (parked_.empty() || !router_) return;
+  auto waits_on = [&](const Parked& p) {
+    const ReplicaSet set = router_->replica_set(slots_[p.index].ask.user_id);
+    bool dialled = false;
+    for (uint32_t k = 0; k < set.size; ++k) {
+      const LinkTarget target = member_target(set.routes[k]);
+      if (links_.can_send(target)) return false;
+      dialled = dialled || links_.dialling(target);
+    }
+    return dialled;
+  };
+  std::vector<uint32_t> go;
+  std::erase_if(parked_, [&](const Parked& p) {
+    if (p.version > version() || waits_on(p)) return false;  // a newer table's wait: MOVED
+    go.push_back(p.index);
+    return true;
+  });
+  for (const uint32_t index : go) {
+    slots_[index].parked = false;
+    forward(index, now_ns, out);
   }
 }
 
@@ -641,6 +747,7 @@ void RequestFlow::fail(uint32_t index, Status status, int64_t now_ns, FlowAction
     return;
   }
   counters_.record_latency(now_ns - r.received_ns);
+  report_failure(index, status);
   FlowAction& a = reply_action(r.client, status, out);
   a.reply_size = static_cast<uint8_t>(reply_with_status(r.ask, status, a.reply));
   release(index);

@@ -34,6 +34,7 @@
 #include "common/codec/thread_check.h"
 #include "common/security/token.h"
 #include "login_server/client_addr.h"
+#include "login_server/flow_trace.h"
 #include "login_server/login_counters.h"
 #include "login_server/rate_limiter.h"
 #include "login_server/request_plan.h"
@@ -59,6 +60,9 @@ class LinkView {
  public:
   virtual uint32_t room(const LinkTarget& target) const = 0;
   bool can_send(const LinkTarget& target) const { return room(target) > 0; }
+  // Whether the link's first connection is still being made: a link of a server the table just
+  // added, which has never been up (not one that went down and is dialled again).
+  virtual bool dialling(const LinkTarget& /*target*/) const { return false; }
 
  protected:
   ~LinkView() = default;
@@ -100,6 +104,9 @@ struct FlowSettings {
   // Writes for a member out of reach are held and replayed (docs/design.md §3); false only as a
   // defect put back for the history checker's tests (common/runtime/defects.h).
   bool hold_writes = true;
+  // --trace-failed-requests: each request whose client hears TIMEOUT or UNAVAILABLE is told step
+  // by step (take_failure_reports). Costs a string per step: for tracing faults.
+  bool trace_failed = false;
 };
 
 class RequestFlow {
@@ -145,6 +152,11 @@ class RequestFlow {
   // Requests not answered yet (on links or parked): a stopping worker waits for 0. Writes kept
   // after their client heard TIMEOUT (kUnsettled) are not waited for.
   size_t active() const { return used_ - unsettled_; }
+  // With settings.trace_failed: the stories of the requests answered TIMEOUT or UNAVAILABLE since
+  // the last call, one line each (empty without it).
+  std::vector<std::string> take_failure_reports() {
+    return trace_ ? trace_->take_reports() : std::vector<std::string>{};
+  }
   size_t parked() const { return parked_.size(); }
 
  private:
@@ -240,7 +252,8 @@ class RequestFlow {
 
   // A request that met MOVED, waiting until `until_ns` for a table of at least `version` (the one
   // the hash server named): a table in between does not release it, as the server would only
-  // answer MOVED again.
+  // answer MOVED again. Or one waiting for a member's first connection (wait_for_dialled_member):
+  // `version` is the current one, which any table releases.
   struct Parked {
     uint32_t index;
     int64_t until_ns;
@@ -379,6 +392,13 @@ class RequestFlow {
   // writes are sent first, leaving room for that frame).
   bool ready(const LinkTarget& target, FlowActions& out);
   bool read_next_member(uint32_t index, int64_t now_ns, FlowActions& out);
+  // No member of the id's set can take the request now, but one's link is being dialled: the
+  // request waits for it, parked under the current version, within its deadline (true); false
+  // when none is dialled or too many are parked.
+  bool wait_for_dialled_member(uint32_t index, const ReplicaSet& set, int64_t now_ns);
+  // Requests waiting so go out once a member of their set can take them or none is dialled any
+  // more (then they fail UNAVAILABLE, as they would have at once).
+  void release_link_waits(int64_t now_ns, FlowActions& out);
   // After a client request's send: its hedge timer, when hedging applies to it.
   void arm_hedge(uint32_t index, int64_t now_ns);
   // Its member has not answered in time: the request goes to the next member (see "Hedging").
@@ -410,6 +430,16 @@ class RequestFlow {
   std::shared_ptr<const RoutingState> routing_;
   const Router* router_ = nullptr;       // routing_->current
   std::unique_ptr<TokenMac> token_mac_;  // keyed once; null: authentication off
+  std::unique_ptr<FlowTrace> trace_;     // settings.trace_failed; null: off
+  // With trace_: the time of the event being handled, and a step of slot `index`'s story.
+  void trace_now(int64_t now_ns) {
+    if (trace_) trace_->set_now(now_ns);
+  }
+  void trace(uint32_t index, const char* what, const char* detail = nullptr) {
+    if (trace_) trace_->note(index, what, detail);
+  }
+  // Slot `index`'s client hears `status`: its story is reported when that is a failure.
+  void report_failure(uint32_t index, client::Status status);
   RateLimiter limiter_;
 
   std::vector<Request> slots_;  // grows to the most requests ever in flight at once

@@ -65,6 +65,7 @@ bool RequestFlow::keep_unsettled(uint32_t index, int64_t now_ns, FlowActions& ou
   }
   if (client_write) {
     counters_.record_latency(now_ns - r.received_ns);
+    report_failure(index, Status::kTimeout);
     FlowAction& a = reply_action(r.client, Status::kTimeout, out);
     a.reply_size = static_cast<uint8_t>(reply_with_status(r.ask, Status::kTimeout, a.reply));
   } else {

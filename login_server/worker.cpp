@@ -194,6 +194,11 @@ uint32_t Worker::room(const LinkTarget& target) const {
   return link ? link->room() : 0;
 }
 
+bool Worker::dialling(const LinkTarget& target) const {
+  const HashLink* link = link_for(target);
+  return link && link->state() == HashLink::State::kConnecting && !link->first_attempt_done();
+}
+
 uint32_t Worker::links_in_flight() const {
   uint32_t n = 0;
   for (const auto& g : groups_) {
@@ -219,6 +224,9 @@ void Worker::schedule_tick() {
     flow_.set_wall_clock_offset(unix_minus_monotonic_ns());  // follows a step of the clock
     flow_.tick(now, actions_);
     execute();
+    for (const std::string& story : flow_.take_failure_reports()) {
+      spdlog::warn("worker {}: {}", index_, story);
+    }
     std::erase_if(retired_, [](const auto& l) { return l->finished(); });
     try_commit();
     flush_links();

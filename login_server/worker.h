@@ -70,6 +70,7 @@ class Worker final : public LinkListener, public LinkView {
   void on_late_answer(uint64_t token, const frame::Response& response) override;
   void after_link_io() override;
   uint32_t room(const LinkTarget& target) const override;
+  bool dialling(const LinkTarget& target) const override;
 
  private:
   // The links to every shard of one server; the server is shards.front()->server().

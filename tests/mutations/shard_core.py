@@ -78,12 +78,15 @@ muts = [
  ("NOT_READY with replicas while filling", core,
   "      if (not_caught_up && router_ && router_->replicas() > 1) {", "      if (false) {",
   "shard core: NOT_READY while being refilled*"),
- ("NOT_READY for a miss without a table", core,
-  "      } else if (not_caught_up && !router_) {", "      } else if (false) {",
+ ("NOT_READY for a miss while filling (without a table, or a fallback read's)", core,
+  "      } else if (filling_ && (!router_ || router_->replicas() > 1)) {", "      } else if (false) {",
   "shard core: NOT_READY while being refilled*"),
  ("a fallback read is not held back by a refill", core,
   "      const bool not_caught_up = filling_ && (q.flags & kFlagAnyOwner) == 0;",
   "      const bool not_caught_up = filling_;",
   "shard core: NOT_READY while being refilled*"),
+ ("an old copy's untimed delete does not count as a write here", core,
+  "      if (!timed && !placed_elsewhere(q.id, q.table_version)) {", "      if (!timed) {",
+  "shard core: an old copy's delete does not make the same LOGOUT's later copy older"),
 ]
 run(muts)

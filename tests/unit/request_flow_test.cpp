@@ -21,13 +21,18 @@ using frame::FrameType;
 
 constexpr int64_t kMs = 1'000'000;
 
-// Links take `capacity` frames each unless the test blocks their server by name.
+// Links take `capacity` frames each unless the test blocks their server by name; a blocked
+// server in `dialled` is having its link's first connection made.
 class FakeLinks final : public LinkView {
  public:
   uint32_t room(const LinkTarget& t) const override {
     return blocked.contains(t.server->name) ? 0 : capacity;
   }
+  bool dialling(const LinkTarget& t) const override {
+    return blocked.contains(t.server->name) && dialled.contains(t.server->name);
+  }
   std::set<std::string> blocked;
+  std::set<std::string> dialled;
   uint32_t capacity = 1024;
 };
 
@@ -143,6 +148,8 @@ struct Harness {
 // `flags` as the frame carries them; by default none for a read and kFlagTimed for a client's
 // write (its copies and holds too), which says when it was made.
 constexpr uint8_t kPlain = 0xff;
+// A LOGOUT's delete of an old copy: of any owner, and saying when the LOGOUT was made.
+constexpr uint8_t kOldCopyDelete = frame::kFlagAnyOwner | frame::kFlagTimed;
 void check_send(const FlowAction& a, const std::string& server, FrameType type, uint64_t version,
                 uint8_t flags = kPlain) {
   REQUIRE(a.kind == FlowAction::kSend);
@@ -457,11 +464,17 @@ TEST_CASE("request_flow: LOGOUT during a grace period deletes the old copies fir
   h.set(routing(v3, {table(2, "hash2"), table(1, "hash1")}, h.now + 1000 * kMs));
   auto& a = h.request(Op::kLogout, 10);
   REQUIRE(a.size() == 1);
-  check_send(a[0], "hash2", FrameType::kDelete, 2, frame::kFlagAnyOwner);
+  check_send(a[0], "hash2", FrameType::kDelete, 2, kOldCopyDelete);
   auto& b = h.answer_with(a[0].token, answer(FrameStatus::kOk));
-  check_send(b[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  check_send(b[0], "hash1", FrameType::kDelete, 1, kOldCopyDelete);
+  const uint32_t made = a[0].frame.age_seconds;
+  CHECK(b[0].frame.age_seconds == made);
   auto& c = h.answer_with(b[0].token, answer(FrameStatus::kNotFound));
   check_send(c[0], "hash3", FrameType::kDelete, 3);
+  // Every delete of the LOGOUT says when it was made (the old copies' too: nemesis seed 22, a
+  // server that deleted its old copy refused the LOGOUT's own delete, replayed once the id came
+  // back to it, as older, and kept a stale copy streamed to it meanwhile).
+  CHECK(c[0].frame.age_seconds == made);
   auto& d = h.answer_with(c[0].token, answer(FrameStatus::kOk));
   REQUIRE(d.size() == 1);
   CHECK(reply_of(d[0]).status == Status::kOk);
@@ -839,9 +852,18 @@ TEST_CASE("request_flow: with replicas a miss at a member new to the id asks the
     REQUIRE(fb.size() == 1);
     check_send(fb[0], "hash1", FrameType::kGet, 1, frame::kFlagAnyOwner);
     CHECK(fb[0].target.current == 0u);  // the same server in the current table: its current links
-    SUBCASE("misses everywhere: NOT_FOUND, each earlier member asked once") {
+    SUBCASE("a miss at an earlier member is its set's answer: NOT_FOUND, the others not asked") {
+      // Its members hold the same writes from before the move (nemesis seeds 22, 25, 26, 28: the
+      // next one, cut from the login servers, was waited for until the deadline).
+      auto& miss = h.answer_with(t, answer(FrameStatus::kNotFound, 1));
+      REQUIRE(miss.size() == 1);
+      CHECK(reply_of(miss[0]).status == Status::kNotFound);
+      CHECK(h.counters.fallback_reads == 1);
+      CHECK(h.counters.read_repairs == 0);
+    }
+    SUBCASE("NOT_READY at earlier members (being refilled): each next one asked once") {
       for (uint32_t i = 2; i <= rf; ++i) {
-        auto& next = h.answer_with(t, answer(FrameStatus::kNotFound, 1));
+        auto& next = h.answer_with(t, answer(FrameStatus::kNotReady, 1));
         REQUIRE(next.size() == 1);
         check_send(next[0], hash(i), FrameType::kGet, 1, frame::kFlagAnyOwner);
       }
@@ -849,7 +871,6 @@ TEST_CASE("request_flow: with replicas a miss at a member new to the id asks the
       REQUIRE(miss.size() == 1);
       CHECK(reply_of(miss[0]).status == Status::kNotFound);
       CHECK(h.counters.fallback_reads == rf);
-      CHECK(h.counters.read_repairs == 0);
     }
     SUBCASE("a hit: the reply, and a repair at every current member") {
       auto& hit = h.answer_with(t, found(30));
@@ -898,12 +919,12 @@ TEST_CASE(
     SUBCASE("every earlier member, then every current one") {
       auto& a = h.request(Op::kLogout, 10);
       REQUIRE(a.size() == 1);
-      check_send(a[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+      check_send(a[0], "hash1", FrameType::kDelete, 1, kOldCopyDelete);
       const uint64_t t = a[0].token;
       for (uint32_t i = 2; i < rf; ++i) {
         auto& next = h.answer_with(t, answer(FrameStatus::kOk, 1));
         REQUIRE(next.size() == 1);
-        check_send(next[0], hash(i), FrameType::kDelete, 1, frame::kFlagAnyOwner);
+        check_send(next[0], hash(i), FrameType::kDelete, 1, kOldCopyDelete);
       }
       const auto d = h.answer_with(t, answer(FrameStatus::kNotFound, 1));
       REQUIRE(d.size() == rf);
@@ -922,7 +943,7 @@ TEST_CASE(
       auto& a = h.request(Op::kLogout, 10);
       if (rf == 3) {
         REQUIRE(a.size() == 1);
-        check_send(a[0], "hash2", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+        check_send(a[0], "hash2", FrameType::kDelete, 1, kOldCopyDelete);
       } else {
         REQUIRE(a.size() == rf);
         check_send(a[0], "hash2", FrameType::kDelete, 2);
@@ -942,7 +963,7 @@ TEST_CASE(
   h.set(routing(replicated(2, 1, 2), {v1}, h.now + 1000 * kMs));
   auto& a = h.request(Op::kLogout, 10);
   REQUIRE(a.size() == 1);
-  check_send(a[0], "hash2", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  check_send(a[0], "hash2", FrameType::kDelete, 1, kOldCopyDelete);
   CHECK(a[0].target.current == LinkTarget::kNotCurrent);
   CHECK(a[0].target.server->address == "127.0.0.1:9002");
   const auto d = h.answer_with(a[0].token, answer(FrameStatus::kOk, 1));
@@ -974,7 +995,7 @@ TEST_CASE("request_flow: fewer replicas than before make the dropped member an e
   h.set(routing(replicated(2, 1, 1), {replicated(1, 1, 2)}, h.now + 1000 * kMs));
   auto& bye = h.request(Op::kLogout, 10);
   REQUIRE(bye.size() == 1);
-  check_send(bye[0], "hash2", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  check_send(bye[0], "hash2", FrameType::kDelete, 1, kOldCopyDelete);
   check_miss_is_final(replicated(2, 1, 1), replicated(1, 1, 2));
   // The other way round, RF 1 -> RF 2: hash1 is in the current set, so there is no earlier one.
   check_miss_is_final(replicated(2, 1, 2), replicated(1, 1, 1));
@@ -1373,13 +1394,13 @@ TEST_CASE("request_flow: a LOGOUT's old-copy delete unanswered in time is not wa
   h.set(routing(table(3, "hash3"), {table(2, "hash2"), table(1, "hash1")}, h.now + 1000 * kMs));
   const auto a = h.request(Op::kLogout, 10);
   REQUIRE(a.size() == 1);
-  check_send(a[0], "hash2", FrameType::kDelete, 2, frame::kFlagAnyOwner);
+  check_send(a[0], "hash2", FrameType::kDelete, 2, kOldCopyDelete);
   CHECK(h.tick_at(h.now + 49 * kMs).empty());
   // hash2 is silent: hash1's copy is deleted too, and neither is waited for (one after the other,
   // two slow copies cost the client its deadline), and the owner's at once.
   auto& b = h.tick_at(h.now + 50 * kMs);
   REQUIRE(b.size() == 2);
-  check_send(b[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  check_send(b[0], "hash1", FrameType::kDelete, 1, kOldCopyDelete);
   const uint64_t at_hash1 = b[0].token;
   std::vector<FlowAction> c{b[1]};
   check_send(c[0], "hash3", FrameType::kDelete, 3);
@@ -1408,10 +1429,10 @@ TEST_CASE("request_flow: a LOGOUT's old-copy delete whose link fails goes on to 
   h.set(routing(table(3, "hash3"), {table(2, "hash2"), table(1, "hash1")}, h.now + 1000 * kMs));
   const auto a = h.request(Op::kLogout, 10);
   REQUIRE(a.size() == 1);
-  check_send(a[0], "hash2", FrameType::kDelete, 2, frame::kFlagAnyOwner);
+  check_send(a[0], "hash2", FrameType::kDelete, 2, kOldCopyDelete);
   auto& b = h.fail_with(a[0].token, Status::kUnavailable);  // on to hash1's copy
   REQUIRE(b.size() == 1);
-  check_send(b[0], "hash1", FrameType::kDelete, 1, frame::kFlagAnyOwner);
+  check_send(b[0], "hash1", FrameType::kDelete, 1, kOldCopyDelete);
   auto& c = h.fail_with(b[0].token, Status::kUnavailable);  // and to the owner
   REQUIRE(c.size() == 1);
   check_send(c[0], "hash3", FrameType::kDelete, 3);
@@ -1624,9 +1645,9 @@ TEST_CASE("request_flow: a fallback read asks a member that has been slow after 
   REQUIRE(hedged.size() == 1);
   check_send(hedged[0], "hash2", FrameType::kGet, 1, frame::kFlagAnyOwner);
   REQUIRE_FALSE(h.answer_with(hedged[0].token, found(3)).empty());
-  // The next lookup's fallback asks hash2 first, then hash1.
+  // The next lookup's fallback asks hash2 first, then (hash2 being refilled) hash1.
   const FlowAction fb2 = h.lookup_missed(11, "hash3", 2, "hash2", 1);
-  auto& then = h.answer_with(fb2.token, answer(FrameStatus::kNotFound));
+  auto& then = h.answer_with(fb2.token, answer(FrameStatus::kNotReady));
   REQUIRE(then.size() == 1);
   check_send(then[0], "hash1", FrameType::kGet, 1, frame::kFlagAnyOwner);
   REQUIRE_FALSE(h.answer_with(then[0].token, answer(FrameStatus::kNotFound)).empty());
@@ -1673,6 +1694,86 @@ TEST_CASE("request_flow: a newer table takes effect once its new links were trie
   CHECK(table_takes_effect(9, true, 0));
   CHECK(table_takes_effect(9, false, 9));
   CHECK(table_takes_effect(9, false, 10));
+}
+
+TEST_CASE("request_flow: a request whose only reachable member is being dialled waits for it") {
+  // A nemesis run (seeds 21 and 24): a table took effect on a hash server's MOVED while the link
+  // to the server it added back was still connecting; that server was the new replica of a range
+  // whose owner had just been killed, and 4 requests were answered UNAVAILABLE at once.
+  Harness h(routing(replicated(2, 1, 2)));  // id 10: hash1, then hash2
+  h.links.blocked = {"hash1", "hash2"};
+  h.links.dialled = {"hash2"};
+  CHECK(h.request(Op::kHeartbeat, 10).empty());
+  CHECK(h.request(Op::kLookup, 10).empty());
+  CHECK(h.flow.parked() == 2);
+  h.out.clear();
+  h.flow.tick(h.now + 5 * kMs, h.out);
+  CHECK(h.out.empty());  // still connecting
+  SUBCASE("its link comes up: they go out") {
+    h.links.blocked = {"hash1"};
+    h.out.clear();
+    h.flow.tick(h.now + 10 * kMs, h.out);
+    REQUIRE(h.out.size() == 2);
+    check_send(h.out[0], "hash2", FrameType::kUpsert, 2);
+    check_send(h.out[1], "hash2", FrameType::kGet, 2);
+    CHECK(h.flow.parked() == 0);
+    auto& r = h.answer_with(h.out[1].token, found());
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kOk);
+  }
+  SUBCASE("its first connection fails: UNAVAILABLE, as without the wait") {
+    h.links.dialled.clear();
+    h.out.clear();
+    h.flow.tick(h.now + 10 * kMs, h.out);
+    REQUIRE(h.out.size() == 2);
+    CHECK(reply_of(h.out[0]).status == Status::kUnavailable);
+    CHECK(reply_of(h.out[1]).status == Status::kUnavailable);
+  }
+  SUBCASE("it never connects: TIMEOUT at the request's deadline") {
+    h.out.clear();
+    h.flow.tick(h.now + h.settings.park_ns, h.out);
+    REQUIRE(h.out.size() == 2);
+    CHECK(reply_of(h.out[0]).status == Status::kTimeout);
+  }
+  SUBCASE("no member being dialled: UNAVAILABLE at once") {
+    h.links.dialled.clear();
+    auto& r = h.request(Op::kLookup, 11);
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kUnavailable);
+  }
+}
+
+TEST_CASE("request_flow: with tracing on, a request answered TIMEOUT is told step by step") {
+  Hedging h(2);  // id 10: hash1, then hash2
+  SUBCASE("off (the default): nothing is told") {
+    h.lookup_hedged(10, "hash1", "hash2", 2);
+    h.tick_at(h.now + 100 * kMs);
+    REQUIRE(h.out.size() == 1);
+    CHECK(reply_of(h.out[0]).status == Status::kTimeout);
+    CHECK(h.flow.take_failure_reports().empty());
+  }
+  SUBCASE("on") {
+    h.settings.trace_failed = true;
+    RequestFlow traced(h.settings, h.links, h.counters);
+    h.out.clear();
+    traced.set_routing(routing(replicated(2, 1, 2)), h.now, h.out);
+    h.out.clear();
+    traced.on_datagram(datagram(Op::kLookup, 10), client_addr(), h.now, 1'700'000'000, h.out);
+    REQUIRE(h.out.size() == 1);
+    h.out.clear();
+    traced.tick(h.now + 50 * kMs, h.out);  // hedged to hash2
+    REQUIRE(h.out.size() == 1);
+    h.out.clear();
+    traced.tick(h.now + 100 * kMs, h.out);
+    REQUIRE(h.out.size() == 1);
+    CHECK(reply_of(h.out[0]).status == Status::kTimeout);
+    const std::vector<std::string> told = traced.take_failure_reports();
+    REQUIRE(told.size() == 1);
+    CHECK(told[0] ==
+          "TIMEOUT for GET of user 10: +0.0 ms sent first hash1/0 v2; +50.0 ms hedged; +50.0 ms "
+          "sent first hash2/0 v2 || its first try (abandoned): +0.0 ms sent first hash1/0 v2");
+    CHECK(traced.take_failure_reports().empty());
+  }
 }
 
 TEST_CASE("request_flow: a write its member does not answer in time is answered by the next one") {
@@ -1869,7 +1970,7 @@ TEST_CASE(
   SUBCASE("the LOGOUT's copy: an old-copy delete goes to hash3") {
     auto& d = h.answer_with(logout[2].token, answer(FrameStatus::kMoved, 3));
     REQUIRE(d.size() == 1);
-    check_send(d[0], "hash3", FrameType::kDelete, 3, frame::kFlagAnyOwner);
+    check_send(d[0], "hash3", FrameType::kDelete, 3, kOldCopyDelete);
     CHECK(d[0].frame.id == 10);
     CHECK(h.answer_with(d[0].token, answer(FrameStatus::kOk, 3)).empty());
   }
