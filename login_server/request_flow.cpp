@@ -171,7 +171,16 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   if (!slow_.empty()) clear_slow(*r);
   switch (r->stage) {
     case Request::Stage::kAbandoned:
-      if (response.status == FrameStatus::kOk && first_try_answers(index)) break;
+      // A hedged read's first try, answered before the member it went on to: an answer like any
+      // other (a miss goes on to a fallback read in a grace period). Dropping a miss cost its
+      // client a TIMEOUT when the other member was slow too (a nemesis run: a member's late
+      // answers, hedged to a member whose link had 28 ms of delay each way).
+      // (Not a hedged fallback read's miss: the member it went on to is the next of that set.)
+      if ((response.status == FrameStatus::kOk ||
+           (response.status == FrameStatus::kNotFound && r->flags == 0)) &&
+          first_try_answers(index)) {
+        break;
+      }
       release(index);
       return;
     case Request::Stage::kRepair:
@@ -181,6 +190,13 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
       settle_answered(index, response, out);
       return;
     case Request::Stage::kReplicaWrite:
+      // A hedged write's first try, applied before the member it went on to answered: the write
+      // is at one member, as a write answered in time is, and the client hears so (the same run:
+      // 9 writes that their member applied 60 ms late were answered TIMEOUT).
+      if ((response.status == FrameStatus::kOk || response.status == FrameStatus::kNotFound) &&
+          first_try_answers(index)) {
+        break;
+      }
       if (response.status != FrameStatus::kOk && response.status != FrameStatus::kNotFound) {
         ++counters_.replica_write_failures;
       }
@@ -555,11 +571,21 @@ bool RequestFlow::first_try_answers(uint32_t index) {
   // A CI run under ASan: a hash server back empty answered the hedged read NOT_READY after the
   // slow first member had answered OK, which was dropped; the client heard UNAVAILABLE.
   Request& first = slots_[index];
-  if (first.type != FrameType::kGet) return false;
   Request& next = slots_[first.hedged_to];
   if (!next.live || next.generation != first.hedged_to_gen || !next.hedged ||
-      next.took_over != index || next.took_over_gen != first.generation ||
-      (next.stage != Request::Stage::kFirst && next.stage != Request::Stage::kFallback)) {
+      next.took_over != index || next.took_over_gen != first.generation) {
+    return false;  // not a hedged first try, or its client has been answered
+  }
+  if (first.type != FrameType::kGet) {
+    if (next.stage != Request::Stage::kFirst && next.stage != Request::Stage::kNewDelete) {
+      return false;
+    }
+    first.stage = next.stage;
+    next.stage = Request::Stage::kReplicaWrite;  // its answer or failure is its member's
+    trace(index, "answers its client after all");
+    return true;
+  }
+  if (next.stage != Request::Stage::kFirst && next.stage != Request::Stage::kFallback) {
     return false;
   }
   next.stage = Request::Stage::kAbandoned;

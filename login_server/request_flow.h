@@ -338,8 +338,9 @@ class RequestFlow {
   // A new slot that carries on the client request in slot `index` (a hedge): its client, its
   // write's place, its receive time; counted as hedged. `index`'s slot is the caller's to change.
   uint32_t take_over(uint32_t index);
-  // An abandoned first try of a read answered OK while the slot that took it over still waits:
-  // that answer is the client's (true), and the other slot is abandoned in turn.
+  // A hedged request's first try answered while the slot that took it over still waits: that
+  // answer is the client's (true), and the other slot is left in turn (a read's abandoned, a
+  // write's a copy for its member). The caller says which answers count.
   bool first_try_answers(uint32_t index);
   // A hedged read whose member could not serve it (a failure, NOT_READY, a miss that is no
   // answer), with no other to ask: its client goes back to the first try, if that is still on its

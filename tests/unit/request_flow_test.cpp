@@ -1776,6 +1776,54 @@ TEST_CASE("request_flow: with tracing on, a request answered TIMEOUT is told ste
   }
 }
 
+TEST_CASE("request_flow: a hedged request's first try that answers first is the client's answer") {
+  // A nemesis run (seed 35): a member answered 60 to 100 ms late, and the requests hedged to
+  // the next member, whose link had 28 ms of delay each way, timed out though the first member
+  // had applied the writes and answered the reads.
+  Hedging h(2);  // id 10: hash1, then hash2
+  SUBCASE("a write applied at its first member") {
+    const auto a = h.request(Op::kHeartbeat, 10);
+    REQUIRE(a.size() == 2);  // hash1's, and hash2's copy
+    auto& b = h.tick_at(h.now + 50 * kMs);
+    REQUIRE(b.size() == 1);
+    check_send(b[0], "hash2", FrameType::kUpsert, 2);
+    const uint64_t hedge = b[0].token;
+    auto& r = h.answer_with(a[0].token, answer(FrameStatus::kOk));
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kOk);
+    // The hedge's frame is a copy for hash2 now: its failure is held for hash2, nobody hears it.
+    CHECK(h.fail_with(hedge, Status::kUnavailable).empty());
+    CHECK(h.flow.hints() == 1);
+    CHECK(h.answer_with(a[1].token, answer(FrameStatus::kOk)).empty());
+    // No TIMEOUT comes later; the tick replays the held write to hash2.
+    auto& later = h.tick_at(h.now + 200 * kMs);
+    REQUIRE(later.size() == 1);
+    check_send(later[0], "hash2", FrameType::kUpsert, 2);
+  }
+  SUBCASE("a LOGOUT whose first member had it already") {
+    const auto a = h.request(Op::kLogout, 10);
+    REQUIRE(a.size() == 2);
+    REQUIRE(h.tick_at(h.now + 50 * kMs).size() == 1);
+    auto& r = h.answer_with(a[0].token, answer(FrameStatus::kNotFound));
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kOk);
+  }
+  SUBCASE("a read's miss at its first member") {
+    const auto [first, hedge] = h.lookup_hedged(10, "hash1", "hash2", 2);
+    auto& r = h.answer_with(first, answer(FrameStatus::kNotFound));
+    REQUIRE(r.size() == 1);
+    CHECK(reply_of(r[0]).status == Status::kNotFound);
+    CHECK(h.answer_with(hedge, found()).empty());  // too late: nobody's
+    CHECK(h.flow.active() == 0);
+  }
+  SUBCASE("but not once the hedge has answered") {
+    const auto a = h.request(Op::kHeartbeat, 10);
+    auto& b = h.tick_at(h.now + 50 * kMs);
+    REQUIRE(h.answer_with(b[0].token, answer(FrameStatus::kOk)).size() == 1);
+    CHECK(h.answer_with(a[0].token, answer(FrameStatus::kOk)).empty());
+  }
+}
+
 TEST_CASE("request_flow: a write its member does not answer in time is answered by the next one") {
   Hedging h(2);  // id 10: hash1, then hash2
   const auto a = h.request(Op::kHeartbeat, 10);
