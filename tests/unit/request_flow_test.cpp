@@ -1824,6 +1824,25 @@ TEST_CASE("request_flow: a hedged request's first try that answers first is the 
   }
 }
 
+TEST_CASE("request_flow: a hedged write refused MOVED goes again to the member that was not slow") {
+  // A long run (seed 107): the hedge met a newer table at hash2; sent again under it, the write
+  // went to the owner it had left as slow, unhedged, and timed out.
+  Hedging h(2);  // id 10: hash1, then hash2
+  const auto a = h.request(Op::kHeartbeat, 10);
+  REQUIRE(a.size() == 2);
+  auto& b = h.tick_at(h.now + 50 * kMs);
+  REQUIRE(b.size() == 1);
+  check_send(b[0], "hash2", FrameType::kUpsert, 2);
+  h.answer_with(b[0].token, answer(FrameStatus::kMoved, 3));
+  const std::vector<FlowAction> sent = h.set_and_tick(routing(replicated(3, 1, 2)));
+  REQUIRE(sent.size() == 2);
+  check_send(sent[0], "hash2", FrameType::kUpsert, 3);  // waited for
+  check_send(sent[1], "hash1", FrameType::kUpsert, 3);  // its copy
+  auto& r = h.answer_with(sent[0].token, answer(FrameStatus::kOk, 3));
+  REQUIRE(r.size() == 1);
+  CHECK(reply_of(r[0]).status == Status::kOk);
+}
+
 TEST_CASE("request_flow: a write its member does not answer in time is answered by the next one") {
   Hedging h(2);  // id 10: hash1, then hash2
   const auto a = h.request(Op::kHeartbeat, 10);
