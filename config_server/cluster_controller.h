@@ -232,6 +232,11 @@ class ClusterController {
   // them when it has no replicas, are over.
   void update_refills(Now now, Out& out);
   void maybe_auto_purge(Now now, Out& out);
+  // While the streams of the latest version run (cluster::streams_running), the login servers
+  // that run it get it again every half grace period: each push of the version a login server
+  // runs extends the grace period of the tables it replaced (TableSource::install), so a record
+  // not yet streamed to its new owner is still read at its earlier one.
+  void extend_grace(Now now, Out& out);
   void on_servers_down(const std::vector<NodeKey>& down, Now now, Out& out);
   Node* hash_node(const std::string& name) { return registry_.find({Role::kHash, name}); }
 
@@ -264,7 +269,12 @@ class ClusterController {
   // Heartbeats are counted as missed only while this config server was reading them: after a
   // turn of its loop that stalled (a slow store write), each node's window starts again.
   int64_t last_tick_ns_ = 0;
-  bool serving_ = true;  // false from step_down() to load()
+  // extend_grace: the version whose grace period it keeps, and when it last pushed it (or first
+  // saw it, on a tick).
+  uint64_t grace_version_ = 0;
+  int64_t grace_pushed_ns_ = 0;
+  bool grace_extended_ = false;  // logged once a version
+  bool serving_ = true;          // false from step_down() to load()
   int64_t listening_since_ns_ = 0;
   Histogram<kHeartbeatLagBounds> heartbeat_lag_;
   uint64_t heartbeats_ = 0;

@@ -71,6 +71,23 @@ PurgeWaits purge_waits(const PendingPurge& p, const NodeRegistry& nodes, uint64_
   return out;
 }
 
+bool streams_running(const Table& streamers, const Table& current, const NodeRegistry& nodes,
+                     uint64_t version) {
+  for (const ServerInfo& s : streamers.servers) {
+    const NodeRecord* n = nodes.find({Role::kHash, s.name});
+    // Not told to stream (cluster_controller.cpp, on_committed): purging everything, or no report
+    // since it registered (its first report starts the stream it owes, and then counts).
+    if (!n || n->rejoin_purge_id || !n->stream) continue;
+    // DOWN or not connected: counted while the table has it (it streams again when it is back: a
+    // loaded server taken for DOWN is often only slow), not once it has been removed.
+    if ((!n->up || !n->link) && current.server_index(s.name) < 0) continue;
+    const StreamState state = n->stream->state;
+    if (state == StreamState::kCancelled) continue;
+    if (state != StreamState::kDone || n->stream->version < version) return true;
+  }
+  return false;
+}
+
 bool record_purge_report(NodeRecord& n, const control::PurgeReport& report) {
   for (const control::PurgeShard& s : report.shards) {
     auto it = std::find_if(n.purges.begin(), n.purges.end(),

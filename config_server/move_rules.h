@@ -38,6 +38,17 @@ struct PurgeWaits {
 PurgeWaits purge_waits(const PendingPurge& p, const NodeRegistry& nodes, uint64_t now_unix_ms,
                        int64_t settling_left_ns);
 
+// Whether the streams of table `version` (`current`) still run: a hash server of `streamers` (the
+// table before it: every one of them is told to stream) has not reported its stream done at
+// `version` or a later one. Not one purging everything or not yet heard from since it registered
+// (not told to stream), nor a cancelled stream (held for the operator), nor a server DOWN or
+// disconnected that `current` no longer has; one that it has streams again when it is back. While
+// they run, a record not yet streamed is only at its earlier owners, where login servers read it
+// during the grace period: the config server extends that period (ClusterController::
+// extend_grace).
+bool streams_running(const Table& streamers, const Table& current, const NodeRegistry& nodes,
+                     uint64_t version);
+
 // A purge report from `n`: each shard's latest state is kept. True when it completes the purge of
 // everything `n` was sent on its return (n.rejoin_purge_id): every shard it has reports that id
 // done; a report of an earlier purge, or from before this one started, does not count.

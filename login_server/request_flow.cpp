@@ -94,6 +94,8 @@ void RequestFlow::set_routing(std::shared_ptr<const RoutingState> routing, int64
   const std::shared_ptr<const RoutingState> before = std::move(routing_);
   routing_ = std::move(routing);
   router_ = routing_ ? routing_->current.get() : nullptr;
+  // The same table with longer grace periods (TableSource::install): nothing else changed.
+  if (before && router_ && before->current.get() == router_) return;
   if (before && before->current && router_ && !hint_queues_.empty() &&
       before->current->version() != router_->version() && router_->replicas() > 1) {
     hold_for_new_members(*before->current);
@@ -232,8 +234,13 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
   // slowest: nemesis seeds 22, 25, 26 and 28, lookups of users logged out long before timed out
   // at an earlier member cut from the login servers after another member of its set had answered
   // NOT_FOUND.) A member being refilled answers such a miss NOT_READY: the next one is asked.
+  // Not the miss of a member the id's set has dropped while one of that set is a member still:
+  // the dropped one refuses with MOVED the copies of writes it gets after its switch, which the
+  // member then and now took (a CI run under ASan: a server taken for DOWN during a storm of logins
+  // was removed, and users just logged in missed at it and at their new member, their member of
+  // both tables not asked).
   if (r->stage == Request::Stage::kFallback && !r->in_doubt &&
-      response.status == FrameStatus::kNotFound) {
+      response.status == FrameStatus::kNotFound && miss_ends_earlier_set(*r)) {
     r->earlier = static_cast<uint8_t>(r->earlier + 1);
     r->earlier_member = 0;
     r->earlier_slow = 0;
@@ -249,12 +256,17 @@ void RequestFlow::on_answer(uint64_t token, const frame::Response& response, int
     return;
   }
   // A hedged read's miss at a member that joined the id's set during a grace period, with no
-  // earlier member to ask (down, or its link full): that member may not have been streamed the id
-  // yet, and the first try, still on its way, went to one that had it (a CI run under ASan: a
-  // failover gave users a new replica, their slow first member was hedged, and the new one's
-  // NOT_FOUND was the client's answer).
+  // earlier member to ask (down, or its link full) or after the earlier members missed too: that
+  // member may not have been streamed the id yet, and the first try, still on its way, went to one
+  // that had it (a CI run under ASan: a failover gave users a new replica, their slow first member
+  // was hedged, and the new one's NOT_FOUND was the client's answer). An earlier member's miss
+  // settles nothing here: one the table dropped refuses with MOVED the copies of writes it gets
+  // after its switch (a CI run under ASan: a server taken for DOWN was removed during a storm of
+  // logins, and 72 users just logged in were read as NOT_FOUND at it and at their new replica).
+  const Request::Stage stage = slots_[index].stage;
   if (response.status == FrameStatus::kNotFound && (response.flags & frame::kFlagDeleted) == 0 &&
-      slots_[index].hedged && slots_[index].stage == Request::Stage::kFirst && router_ &&
+      slots_[index].hedged &&
+      (stage == Request::Stage::kFirst || stage == Request::Stage::kFallback) && router_ &&
       joined_in_grace(slots_[index].ask.user_id, read_member(slots_[index]), now_ns) &&
       back_to_first_try(index)) {
     return;
@@ -527,6 +539,19 @@ bool RequestFlow::write_next_member(uint32_t index, int64_t now_ns, FlowActions&
     return true;
   }
   return false;
+}
+
+bool RequestFlow::miss_ends_earlier_set(const Request& r) const {
+  const LinkTarget at = sent_to_now(r);
+  if (at.server && router_->holds(r.ask.user_id, at.current)) return true;  // a member still
+  if (r.earlier >= routing_->earlier.size()) return true;
+  const Router& then = *routing_->earlier[r.earlier].router;
+  const ReplicaSet then_set = then.replica_set(r.ask.user_id);
+  const ReplicaSet now_set = router_->replica_set(r.ask.user_id);
+  for (uint32_t k = 0; k < then_set.size; ++k) {
+    if (member_of(*router_, now_set, then.table().servers[then_set.routes[k].server])) return false;
+  }
+  return true;
 }
 
 const ServerInfo& RequestFlow::read_member(const Request& r) const {

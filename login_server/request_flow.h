@@ -329,6 +329,9 @@ class RequestFlow {
                     const ReplicaSet& now_set) const;
   // The current member that slot `r`'s read was last sent to.
   const ServerInfo& read_member(const Request& r) const;
+  // Whether fallback read `r`'s miss is the answer of the earlier set it asked: its member is a
+  // member of the id's current set too, or none of that set is.
+  bool miss_ends_earlier_set(const Request& r) const;
   bool delete_old_copy(uint32_t index, int64_t now_ns, FlowActions& out);
   // A LOGOUT done with one old copy: the next one's delete, or (none left) the current members'.
   void next_old_delete(uint32_t index, int64_t now_ns, FlowActions& out);
@@ -367,7 +370,8 @@ class RequestFlow {
   size_t hint_queue_of(const LinkTarget& target) const;
   // The member's queue of held writes, or null.
   HintQueue* hints_for(const LinkTarget& target);
-  bool held_for(const LinkTarget& target) const;
+  // Whether a write of `id` is held for the member: it may answer for the id from before it.
+  bool held_for(const LinkTarget& target, uint64_t id) const;
   // Holds `write` for `target`, unless a later write of the id (by write_seq) is held already.
   void hold(const LinkTarget& target, const Request& write);
   void hold(const LinkTarget& target, const Hint& write);

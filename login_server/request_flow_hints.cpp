@@ -101,8 +101,9 @@ RequestFlow::Hint RequestFlow::hint_of(const Request& write) {
   return Hint{write.type, write.ask.user_id, write.ask.endpoint, write.made_ns, write.write_seq};
 }
 
-bool RequestFlow::held_for(const LinkTarget& target) const {
-  return hint_queue_of(target) < hint_queues_.size();
+bool RequestFlow::held_for(const LinkTarget& target, uint64_t id) const {
+  const size_t i = hint_queue_of(target);
+  return i < hint_queues_.size() && hint_queues_[i].hints.contains(id);
 }
 
 RequestFlow::HintQueue* RequestFlow::hints_for(const LinkTarget& target) {

@@ -27,6 +27,23 @@ struct RoutingState {
   uint64_t version() const { return current ? current->version() : 0; }
   // The latest end of a grace period (0: none).
   int64_t grace_until_ns() const { return earlier.empty() ? 0 : earlier.front().grace_until_ns; }
+
+  // This state with the grace periods that have not ended at `now_ns` lasting until `until_ns`,
+  // or null when none is extended. The config server pushes the version a login server runs again
+  // while its streams run (ClusterController::extend_grace): a record not yet streamed to its new
+  // owner is found only at an earlier one. Not a period that has ended: those owners may have
+  // purged.
+  std::shared_ptr<RoutingState> with_grace_until(int64_t now_ns, int64_t until_ns) const {
+    auto next = std::make_shared<RoutingState>(*this);
+    bool extended = false;
+    for (Earlier& e : next->earlier) {
+      if (e.grace_until_ns > now_ns && e.grace_until_ns < until_ns) {
+        e.grace_until_ns = until_ns;
+        extended = true;
+      }
+    }
+    return extended ? next : nullptr;
+  }
 };
 
 // Whether a login worker's newer table (`pending`) takes effect now. Once each link it opened to a

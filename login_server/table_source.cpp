@@ -72,7 +72,11 @@ void TableSource::install_router(std::shared_ptr<const Router> next,
 bool TableSource::install(const Table& current, const std::optional<Table>& previous,
                           std::chrono::milliseconds grace) {
   IMHASH_ON_OWNER_THREAD(thread_.owned());
-  if (state_ && current.version <= state_->version()) return false;
+  if (state_ && current.version == state_->version()) {
+    extend_grace(grace);
+    return false;
+  }
+  if (state_ && current.version < state_->version()) return false;
   // The table to read from during the grace period: ours (which the earlier ones follow), or the
   // one pushed with it when we missed versions in between.
   std::shared_ptr<const Router> prev;
@@ -83,6 +87,16 @@ bool TableSource::install(const Table& current, const std::optional<Table>& prev
   }
   install_router(Router::compile(current), std::move(prev), grace);
   return true;
+}
+
+void TableSource::extend_grace(std::chrono::milliseconds grace) {
+  const int64_t now = monotonic_ns();
+  auto st = state_->with_grace_until(now, now + std::chrono::nanoseconds(grace).count());
+  if (!st) return;
+  state_ = std::move(st);
+  spdlog::debug("table version {}: grace period extended (its streams still run)",
+                state_->version());
+  if (listener_) listener_(state_);
 }
 
 void TableSource::refresh(uint64_t version) {

@@ -31,7 +31,9 @@ class TableSource {
   // File mode: loads `path` now; throws ConfigError when it is missing or invalid.
   void load_file(std::string path);
   // Push mode: installs a table from the config server when it is newer than the current one.
-  // Returns true when it was installed.
+  // Returns true when it was installed. The version it runs, pushed again, extends the grace
+  // periods of the tables it replaced that have not ended (to `grace` from now): the config
+  // server does that while the version's streams run.
   bool install(const Table& current, const std::optional<Table>& previous,
                std::chrono::milliseconds grace);
 
@@ -45,6 +47,7 @@ class TableSource {
   void set_on_stale(std::function<void(uint64_t version)> f);
 
  private:
+  void extend_grace(std::chrono::milliseconds grace);
   void install_router(std::shared_ptr<const Router> next, std::shared_ptr<const Router> prev,
                       std::chrono::milliseconds grace);
 

@@ -102,7 +102,16 @@ void Worker::stop() {
 void Worker::install(std::shared_ptr<const RoutingState> routing) {
   IMHASH_ON_OWNER_THREAD(on_thread());
   const uint64_t have = pending_ ? pending_->version() : (routing_ ? routing_->version() : 0);
-  if (!routing || !routing->current || routing->version() <= have) return;
+  if (!routing || !routing->current) return;
+  if (!pending_ && routing_ && routing->version() == have) {
+    // The table we run with longer grace periods (TableSource::install): fallback reads and the
+    // retired links that serve them go on.
+    routing_ = std::move(routing);
+    flow_.set_routing(routing_, monotonic_ns(), actions_);
+    execute();
+    return;
+  }
+  if (routing->version() <= have) return;
   pending_ = std::move(routing);
   // Open links to servers we have none for. The new table takes effect only once each of them has
   // been tried, so a server joining the table is not reported UNAVAILABLE while it is dialled;

@@ -24,6 +24,8 @@
 //     {"type":"auth_challenge","nonce":HEX32,"proof":HEX64}   (the answer to an auth_hello)
 //     {"type":"welcome","heartbeat_ms":N,"config_version":N}
 //     {"type":"table","table":TABLE,"previous":TABLE|null,"grace_ms":N}
+//                                      (again, of the version a login server runs, while the
+//                                      version's streams run: it extends its grace periods)
 //     {"type":"purge","action":S,"age_s":N,"id":N}
 //     {"type":"stream","action":"start"|"cancel","version":N,"lost":[S,...]}
 //     {"type":"fill","filling":BOOL}

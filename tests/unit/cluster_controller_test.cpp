@@ -561,6 +561,41 @@ TEST_CASE("cluster controller: the automatic purge waits for grace and acks and 
   for (const auto& entry : persisted[0].pending) CHECK(entry.server != "hash1");
 }
 
+TEST_CASE("cluster controller: while a version's streams run its login servers get it again") {
+  // A CI run under ASan: a failover's streams took 1.05 s of a 1 s grace period, and lookups of
+  // users not yet streamed to their new owner were answered NOT_FOUND once it ended. Each push of
+  // the version a login server runs extends its grace period (RoutingState::with_grace_until).
+  Cluster k;  // a grace period of 1 s; ticks every half second
+  k.start({"hash1", "hash2", "login1"});
+  REQUIRE(k.commit(k.c.assign(0, 999, "hash2", k.now)).answer.status == 200);  // version 2
+  k.ack_all();
+  k.stream("hash1", StreamState::kRunning, 2);
+  k.stream("hash2", StreamState::kDone, 2);
+  const auto pushes = [&](const Actions& a, const std::string& name) {
+    const auto tables = actions_on<cluster::SendTable>(a, k.of(name));
+    for (const auto& t : tables) CHECK(pushed_version(t) == 2);
+    return tables.size();
+  };
+  // The first tick sees version 2; half a grace period later, and each half period after, it goes
+  // again to the login server (not to the hash servers).
+  const Actions first = k.pass(kSecondNs);
+  CHECK(pushes(first, "login1") == 1);
+  CHECK(pushes(first, "hash1") + pushes(first, "hash2") == 0);
+  CHECK(logged(first, "version 2: its streams still run"));
+  const Actions then = k.pass(kSecondNs);
+  CHECK(pushes(then, "login1") == 2);
+  CHECK_FALSE(logged(then, "its streams still run"));  // once a version
+  SUBCASE("until the streams are done") {
+    k.stream("hash1", StreamState::kDone, 2);
+    CHECK(pushes(k.pass(2 * kSecondNs), "login1") == 0);
+  }
+  SUBCASE("and while the server streaming is DOWN but in the table (it streams when back)") {
+    k.pass(kDownAfterNs + kSecondNs, {"hash1"});
+    REQUIRE_FALSE(k.node("hash1").up);
+    CHECK(pushes(k.pass(kSecondNs, {"hash1"}), "login1") == 2);
+  }
+}
+
 TEST_CASE("cluster controller: a drain shows its version and then that its purge was sent") {
   Cluster k;
   k.start({"hash1", "hash2", "login1"});
