@@ -188,6 +188,9 @@ class RequestFlow {
     uint32_t hedged_to_gen = 0;  // generation
     bool parked = false;         // in parked_, waiting for a newer table
     bool in_doubt = false;       // kFallback after NOT_READY: a miss there is no answer
+    // kFallback: a member the id's set dropped missed, and a member of that set still is asked:
+    // within the hedge delay, else the miss is the answer (miss_ends_earlier_set).
+    bool miss_stands = false;
     uint8_t flags = 0;           // frame flags (kFlagAnyOwner, kFlagIfAbsent)
     uint8_t earlier = 0;         // kFallback/kOldDelete: the next earlier table to consult
     uint8_t earlier_member = 0;  // ... and the next member of its replica set

@@ -247,6 +247,12 @@ void RequestFlow::hedge_fallback(const Timer& t, int64_t now_ns, FlowActions& ou
   // because another was slow, such a member answered with an older endpoint (1f27b00 hedged
   // both, and a long run read 184 stale endpoints).
   Request& slow = slots_[t.index];
+  if (slow.miss_stands) {  // a dropped member's miss, not contradicted in time (on_answer)
+    frame::Response miss;
+    miss.status = FrameStatus::kNotFound;
+    reply_answer(t.index, miss, now_ns, out);
+    return;
+  }
   uint8_t from = slow.earlier;
   uint8_t member = slow.earlier_member;
   uint8_t skipped = slow.earlier_slow;
