@@ -83,7 +83,10 @@ void LoginServer::open_saved_table() {
       saved && tables_.install(*saved, std::nullopt, std::chrono::milliseconds(0))) {
     spdlog::info("starting from the saved table version {} ({})", saved->version, saved_->path());
   }
-  if (auto routing = tables_.latest()) saved_->save(routing->current->table());
+  if (auto routing = tables_.latest()) {
+    saved_->save(routing->current->table());
+    saved_version_ = routing->version();
+  }
 }
 
 void LoginServer::committed(uint32_t worker, uint64_t version) {
@@ -221,7 +224,11 @@ void LoginServer::run() {
   tables_.set_listener([this](std::shared_ptr<const RoutingState> r) {
     have_table_ = true;
     for (auto& w : workers_) w->set_routing(r);
-    if (saved_) saved_->save(r->current->table());
+    // Not again for the same table with longer grace periods (TableSource::install).
+    if (saved_ && r->version() != saved_version_) {
+      saved_->save(r->current->table());
+      saved_version_ = r->version();
+    }
   });
   for (uint32_t i = 0; i < config_.threads; ++i) {
     workers_[i]->start(sockets[i].release(), at.protocol());

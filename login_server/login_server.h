@@ -55,6 +55,7 @@ class LoginServer {
   LoginServerConfig config_;
   TableSource tables_;
   std::optional<SavedTable> saved_;
+  uint64_t saved_version_ = 0;  // the version saved_ last wrote
   boost::asio::io_context ctx_{1};
   NodeControl control_{ctx_, config_.control};
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -107,8 +107,7 @@ void Worker::install(std::shared_ptr<const RoutingState> routing) {
     // The table we run with longer grace periods (TableSource::install): fallback reads and the
     // retired links that serve them go on.
     routing_ = std::move(routing);
-    flow_.set_routing(routing_, monotonic_ns(), actions_);
-    execute();
+    flow_.set_routing(routing_, monotonic_ns(), actions_);  // acts on nothing: see set_routing
     return;
   }
   if (routing->version() <= have) return;
